@@ -1,0 +1,58 @@
+# titan-cpp: `make train` and `make test` are the two commands of README.md.
+# TITAN_PYTHON=python3 builds against that interpreter's torch and skips set-up
+# (the GPU machine has no package registries); TITAN_CUDA=ON builds the CUDA pieces.
+SHELL := bash
+BUILD_DIR ?= build
+TITAN_CUDA ?= OFF
+JOBS ?= $(shell nproc)
+TITAN_PYTHON ?=
+
+ifeq ($(TITAN_PYTHON),)
+PYTHON := $(CURDIR)/.venv/bin/python
+SETUP := setup
+else
+PYTHON := $(shell command -v $(TITAN_PYTHON))
+SETUP :=
+endif
+
+# ccache must be told to accept precompiled headers.
+export CCACHE_SLOPPINESS := pch_defines,time_macros,include_file_mtime,include_file_ctime
+export CCACHE_MAXSIZE ?= 8G
+
+.PHONY: all setup build build-cuda train test unit integration format bench clean
+
+all: build
+
+setup:
+	@scripts/setup
+
+build: $(SETUP)
+	@mkdir -p $(BUILD_DIR)
+	@cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Release \
+	  -DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DTITAN_PYTHON_EXE=$(PYTHON) \
+	  -DTITAN_CUDA=$(TITAN_CUDA) > $(BUILD_DIR)/configure.log 2>&1 || { cat $(BUILD_DIR)/configure.log; exit 1; }
+	@cmake --build $(BUILD_DIR) -j $(JOBS)
+	@printf '#!/bin/sh\nexec "%s" "$$@"\n' "$(PYTHON)" > $(BUILD_DIR)/python && chmod +x $(BUILD_DIR)/python
+
+build-cuda:
+	$(MAKE) build TITAN_CUDA=ON
+
+train: build
+	@scripts/run_train.sh
+
+unit: build
+	@cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
+
+integration: build
+	@$(BUILD_DIR)/python -m pytest tests/integration -q -n $(JOBS)
+
+test: unit integration
+
+format:
+	@git ls-files '*.cpp' '*.h' '*.cu' '*.cuh' | xargs clang-format -i
+
+bench: build
+	@$(BUILD_DIR)/python bench/cpu_tokens_per_second.py
+
+clean:
+	rm -rf $(BUILD_DIR)

@@ -1,0 +1,74 @@
+// safetensors files (QWEN3_SPEC.md section 5.1): a memory-mapped reader that validates the
+// header the way the reference parser does, a sharded-directory reader, and a writer that
+// lays files out exactly as the reference writer does.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace titan::checkpoint {
+
+struct TensorInfo {
+  std::string name;
+  std::string dtype;  // safetensors dtype string, e.g. "BF16"
+  std::vector<int64_t> shape;
+  uint64_t begin = 0;  // byte offsets relative to the data section
+  uint64_t end = 0;
+};
+
+// One .safetensors file, memory-mapped read-only. Opening validates the whole header
+// (length, JSON, offsets tiling the data exactly, sizes) and throws titan::Error naming the
+// file and the problem.
+class SafetensorsFile {
+ public:
+  static SafetensorsFile open(const std::string& path);
+
+  const std::string& path() const;
+  const std::vector<TensorInfo>& tensors() const;  // in file (offset) order
+  bool contains(const std::string& name) const;
+  const TensorInfo& info(const std::string& name) const;  // throws naming name and file
+  const std::map<std::string, std::string>& metadata() const;
+  // A CPU tensor viewing the mapped bytes (zero-copy; keeps the mapping alive). F32, BF16,
+  // F16, F64, I64, I32, I16, I8, U8 and BOOL are supported; others throw naming the dtype.
+  at::Tensor tensor(const std::string& name) const;
+
+ private:
+  struct Impl;
+  std::shared_ptr<const Impl> impl_;
+};
+
+// A Hugging Face weights directory: model.safetensors, or model.safetensors.index.json plus
+// the shards it names. Every key must live in exactly one file.
+class SafetensorsDirectory {
+ public:
+  static SafetensorsDirectory open(const std::string& dir);
+
+  std::vector<std::string> keys() const;  // sorted
+  bool contains(const std::string& name) const;
+  const TensorInfo& info(const std::string& name) const;
+  at::Tensor tensor(const std::string& name) const;  // throws naming the key and directory
+
+ private:
+  std::vector<SafetensorsFile> files_;
+  std::map<std::string, size_t> where_;  // key -> index into files_
+  std::string dir_;
+};
+
+// Writes tensors (any device/dtype among the supported ones; made contiguous on the CPU) to
+// `path` as the reference writer does: sorted by dtype alignment then name, back to back,
+// header padded with spaces to a multiple of 8, `__metadata__` first. Writes to a temporary
+// file, fsyncs, renames into place.
+void write_safetensors(const std::string& path,
+                       const std::vector<std::pair<std::string, at::Tensor>>& tensors,
+                       const std::map<std::string, std::string>& metadata = {{"format", "pt"}});
+
+std::string safetensors_dtype_name(at::ScalarType type);       // throws for unsupported
+at::ScalarType scalar_type_from_safetensors(const std::string& dtype);  // throws naming it
+
+}  // namespace titan::checkpoint

@@ -1,0 +1,59 @@
+// `titan SUBCOMMAND [args]`: dispatches to one function per subcommand.
+#include <cstdio>
+#include <exception>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "titan/cli/commands.h"
+#include "titan/common/error.h"
+
+namespace {
+
+struct Subcommand {
+  const char* name;
+  int (*run)(const titan::cli::Args&);
+  const char* summary;
+};
+
+const Subcommand kSubcommands[] = {
+    {"train", titan::cli::run_train, "train a model (--module M --config F [overrides])"},
+    {"configs", titan::cli::run_configs, "list config functions or print a resolved config"},
+    {"forward", titan::cli::run_forward, "logits for given token ids, as safetensors"},
+    {"eval", titan::cli::run_eval, "mean token loss of a model on a dataset"},
+    {"generate", titan::cli::run_generate, "sample text from a model"},
+    {"convert", titan::cli::run_convert, "training checkpoint <-> Hugging Face directory"},
+    {"tokenize", titan::cli::run_tokenize, "corpus -> token shards"},
+    {"encode", titan::cli::run_encode, "text on stdin -> token ids (JSON)"},
+    {"decode", titan::cli::run_decode, "token ids (JSON) on stdin -> text"},
+};
+
+void print_usage() {
+  std::cout << "usage: titan SUBCOMMAND [--help] [args]\n\nsubcommands:\n";
+  for (const auto& s : kSubcommands) std::printf("  %-10s %s\n", s.name, s.summary);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
+    print_usage();
+    return argc < 2 ? 2 : 0;
+  }
+  const std::string name = argv[1];
+  const titan::cli::Args args(argv + 2, argv + argc);
+  for (const auto& s : kSubcommands) {
+    if (name != s.name) continue;
+    try {
+      return s.run(args);
+    } catch (const titan::Error& e) {
+      std::cerr << "error: " << e.what() << "\n";
+      return 2;
+    } catch (const std::exception& e) {
+      std::cerr << "error: " << e.what() << "\n";
+      return 1;
+    }
+  }
+  std::cerr << "error: unknown subcommand '" << name << "'; run 'titan --help' for the list\n";
+  return 2;
+}

@@ -6,6 +6,8 @@ BUILD_DIR ?= build
 TITAN_CUDA ?= OFF
 JOBS ?= $(shell nproc)
 TITAN_PYTHON ?=
+TITAN_DEPS_PREFIX ?=
+CCACHE := $(shell command -v ccache)
 
 ifeq ($(TITAN_PYTHON),)
 PYTHON := $(CURDIR)/.venv/bin/python
@@ -29,8 +31,8 @@ setup:
 build: $(SETUP)
 	@mkdir -p $(BUILD_DIR)
 	@cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Release \
-	  -DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DTITAN_PYTHON_EXE=$(PYTHON) \
-	  -DTITAN_CUDA=$(TITAN_CUDA) > $(BUILD_DIR)/configure.log 2>&1 || { cat $(BUILD_DIR)/configure.log; exit 1; }
+	  -DCMAKE_CXX_COMPILER_LAUNCHER=$(CCACHE) -DTITAN_PYTHON_EXE=$(PYTHON) \
+	  -DTITAN_CUDA=$(TITAN_CUDA) -DTITAN_DEPS_PREFIX=$(TITAN_DEPS_PREFIX) > $(BUILD_DIR)/configure.log 2>&1 || { cat $(BUILD_DIR)/configure.log; exit 1; }
 	@cmake --build $(BUILD_DIR) -j $(JOBS)
 	@printf '#!/bin/sh\nexec "%s" "$$@"\n' "$(PYTHON)" > $(BUILD_DIR)/python && chmod +x $(BUILD_DIR)/python
 

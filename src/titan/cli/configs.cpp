@@ -1,9 +1,78 @@
-// titan configs (stub until implemented).
+// titan configs: lists the config functions of every module, or prints a resolved config
+// (config function + --config-file + overrides) as TOML that `--config-file` reads back.
+#include <algorithm>
+#include <cstdio>
+#include <iostream>
+#include <string>
+
 #include "titan/cli/commands.h"
 #include "titan/common/error.h"
+#include "titan/config/config_fields.h"
+#include "titan/config/resolve.h"
+#include "titan/models/builtin_configs.h"
 
 namespace titan::cli {
+namespace {
 
-int run_configs(const Args& args) { fail("titan configs is not implemented yet"); }
+const char kUsage[] =
+    "usage: titan configs [--module M]\n"
+    "       titan configs --module M --config F [--config-file job.toml] [--section.key value "
+    "...] --print\n"
+    "\n"
+    "Without --config, lists the modules and their config functions (only module M with\n"
+    "--module). With --config, prints the resolved config as TOML: the config function, then\n"
+    "each --config-file, then the overrides in order (--section.key value, --section.key=value;\n"
+    "booleans also as a bare --section.key or --section.key true|false). The output is a valid\n"
+    "--config-file.\n";
+
+bool has(const Args& args, const std::string& flag) {
+  return std::any_of(args.begin(), args.end(), [&](const std::string& arg) {
+    return arg == flag || arg.rfind(flag + "=", 0) == 0;
+  });
+}
+
+void list_configs(const config::ConfigRegistry& registry, const Args& args) {
+  std::string only_module;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--module") {
+      TITAN_CHECK(i + 1 < args.size(), "--module needs a value");
+      only_module = args[++i];
+    } else if (args[i].rfind("--module=", 0) == 0) {
+      only_module = args[i].substr(9);
+    } else {
+      fail("unexpected argument \"", args[i], "\" without --config; see titan configs --help");
+    }
+  }
+  if (!only_module.empty()) registry.functions(only_module);  // fails listing the modules
+  for (const auto& module : registry.modules()) {
+    if (!only_module.empty() && module != only_module) continue;
+    std::cout << "module " << module << ":\n";
+    for (const auto& fn : registry.functions(module)) {
+      std::printf("  %-32s %s\n", fn.name.c_str(), fn.description.c_str());
+    }
+    std::fflush(stdout);
+  }
+}
+
+}  // namespace
+
+int run_configs(const Args& args) {
+  if (has(args, "--help") || has(args, "-h")) {
+    std::cout << kUsage;
+    return 0;
+  }
+  const config::ConfigRegistry& registry = models::builtin_config_registry();
+  if (!has(args, "--config") && !has(args, "--print")) {
+    list_configs(registry, args);
+    return 0;
+  }
+  config::ResolveOptions options;
+  options.extra_flags = {"--print"};
+  options.registry = &registry;
+  const auto resolved = config::resolve_command_line(args, options);
+  std::cout << "# module " << resolved.module << ", config " << resolved.config_name << "\n"
+            << config::to_toml(resolved.config);
+  return 0;
+}
 
 }  // namespace titan::cli

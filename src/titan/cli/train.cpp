@@ -1,9 +1,53 @@
-// titan train (stub until implemented).
+// titan train --module M --config F [--config-file job.toml] [--section.field value ...]
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
 #include "titan/cli/commands.h"
 #include "titan/common/error.h"
+#include "titan/config/config_fields.h"
+#include "titan/config/resolve.h"
+#include "titan/models/builtin_configs.h"
+#include "titan/train/trainer.h"
 
 namespace titan::cli {
+namespace {
 
-int run_train(const Args& args) { fail("titan train is not implemented yet"); }
+constexpr const char* kHelp = R"(usage: titan train --module M --config F [--config-file job.toml] [--section.field value ...]
+
+Trains a model. The config is the named config function (see `titan configs`), overlaid by
+each --config-file, then by the --section.field overrides in order (booleans also as bare
+flags). The resolved config is written to <job.dump_folder>/config.toml; step lines go to
+stdout and <job.dump_folder>/metrics.jsonl.
+
+examples:
+  titan train --module qwen3 --config qwen3_debugmodel --training.steps 50
+  titan train --module qwen3 --config qwen3_0_6b_finetune \
+      --checkpoint.initial_load_path assets/hf/Qwen3-0.6B --training.dataset_path data.jsonl
+)";
+
+}  // namespace
+
+int run_train(const Args& args) {
+  for (const auto& a : args)
+    if (a == "--help" || a == "-h") {
+      std::cout << kHelp;
+      return 0;
+    }
+  config::ResolveOptions options;
+  options.registry = &models::builtin_config_registry();
+  const config::ResolvedCommandLine resolved = config::resolve_command_line(args, options);
+  const config::TrainerConfig& cfg = resolved.config;
+  const std::string toml = config::to_toml(cfg);
+  if (cfg.debug.print_config) std::cout << toml << std::endl;
+  std::filesystem::create_directories(cfg.job.dump_folder);
+  std::ofstream(std::filesystem::path(cfg.job.dump_folder) / "config.toml") << toml;
+  std::cout << "[titan] " << resolved.module << "/" << resolved.config_name << ": "
+            << cfg.job.description << std::endl;
+
+  const train::TrainSummary summary = train::run_training(cfg);
+  std::cout << "[titan] training done at step " << summary.last_step << std::endl;
+  return 0;
+}
 
 }  // namespace titan::cli

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include <functional>
+#include <stdexcept>
 #include <map>
 #include <memory>
 #include <string>
@@ -20,6 +21,12 @@ namespace titan::models {
 // Ordered (name, tensor) pairs; order is the model's parameter order.
 using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
 
+// Keys and values of the tokens decoded so far, per layer, for incremental decoding.
+struct KVCache {
+  std::vector<at::Tensor> keys, values;  // [B, n_kv_heads, length, head_dim] per layer
+  int64_t length = 0;                    // tokens already in the cache
+};
+
 class Model {
  public:
   virtual ~Model() = default;
@@ -29,6 +36,11 @@ class Model {
   // fuse lm_head with cross-entropy in chunks instead of materialising all logits.
   virtual at::Tensor final_hidden(const at::Tensor& input_ids) = 0;
   virtual at::Tensor output_weight() = 0;
+  // Logits [B, n, V] of `input_ids` [B, n] placed after the cache's tokens; appends their keys
+  // and values to the cache (generation). Inference only (no autograd).
+  virtual at::Tensor forward_cached(const at::Tensor& input_ids, KVCache& cache) {
+    throw std::runtime_error("this model does not support incremental decoding");
+  }
   // Extra loss terms of the last forward (MoE auxiliary loss), already scaled; undefined
   // tensor when there are none.
   virtual at::Tensor extra_loss() { return {}; }
@@ -40,6 +52,11 @@ class Model {
   virtual NamedTensors named_parameters() = 0;
   // Non-trainable state that still belongs in a training checkpoint (e.g. expert biases).
   virtual NamedTensors named_buffers() { return {}; }
+  // Tokens routed to each expert since the last after_optimizer_step() (float32 [E] per MoE
+  // layer, expert_bias balancing only). With data parallelism the trainer sums these across
+  // ranks (all-reduce in place) before calling after_optimizer_step(), so every rank applies
+  // the same bias update.
+  virtual NamedTensors moe_load_counts() { return {}; }
   // Hugging Face config.json for this model (QWEN3_SPEC.md section 5.3), weights in `dtype`.
   virtual nlohmann::json hf_config(const std::string& dtype) const = 0;
   // Casts/moves every parameter and buffer.

@@ -1,0 +1,122 @@
+#include "titan/config/resolve.h"
+
+#include <algorithm>
+#include <optional>
+#include <utility>
+
+#include "titan/common/error.h"
+#include "titan/config/config_fields.h"
+#include "titan/config/toml_overlay.h"
+#include "titan/config/validate.h"
+
+namespace titan::config {
+namespace {
+
+struct Override {
+  std::string section;
+  std::string key;
+  std::string value;
+  std::string where;  // "--training.steps", for messages
+};
+
+std::string join(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& name : names) out += (out.empty() ? "" : ", ") + name;
+  return out;
+}
+
+std::string list_configs(const ConfigRegistry& registry, const std::string& module) {
+  std::vector<std::string> names;
+  for (const auto& fn : registry.functions(module)) names.push_back(fn.name);
+  return join(names);
+}
+
+// "--name=value" -> {"--name", "value"}; "--name" -> {"--name", nullopt}.
+std::pair<std::string, std::optional<std::string>> split_equals(const std::string& arg) {
+  const size_t equals = arg.find('=');
+  if (equals == std::string::npos) return {arg, std::nullopt};
+  return {arg.substr(0, equals), arg.substr(equals + 1)};
+}
+
+}  // namespace
+
+ResolvedCommandLine resolve_command_line(const std::vector<std::string>& args,
+                                         const ResolveOptions& options) {
+  const ConfigRegistry& registry = options.registry ? *options.registry : config_registry();
+  ResolvedCommandLine result;
+  std::vector<Override> overrides;
+
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (arg.rfind("--", 0) != 0 || arg.size() == 2) {
+      fail("unexpected argument \"", arg, "\"; expected --module, --config, --config-file or ",
+           "--section.key overrides");
+    }
+    auto [name, inline_value] = split_equals(arg);
+    // The value of an option: after '=' or the next argument.
+    auto take_value = [&, &name = name, &inline_value = inline_value]() -> std::string {
+      if (inline_value) return *inline_value;
+      if (i + 1 >= args.size()) fail(name, " needs a value");
+      return args[++i];
+    };
+
+    if (name == "--module") {
+      result.module = take_value();
+    } else if (name == "--config") {
+      result.config_name = take_value();
+    } else if (name == "--config-file") {
+      result.config_files.push_back(take_value());
+    } else if (name.find('.') == std::string::npos) {
+      const auto& accepted = options.extra_flags;
+      if (std::find(accepted.begin(), accepted.end(), name) == accepted.end()) {
+        std::string message = "unknown option \"" + name +
+                              "\"; expected --module, --config, --config-file";
+        for (const auto& flag : accepted) message += ", " + flag;
+        fail(message, " or --section.key overrides (see --help)");
+      }
+      if (inline_value) fail(name, " takes no value, got \"", *inline_value, "\"");
+      result.flags.insert(name);
+    } else {
+      const std::string where = name;
+      auto [section, key] = split_dotted_key(name.substr(2), where);
+      std::string value;
+      if (is_bool_field(section, key, where) && !inline_value) {
+        // A bare boolean flag means true; an explicit true/false right after it is its value.
+        const bool has_value = i + 1 < args.size() &&
+                               (args[i + 1] == "true" || args[i + 1] == "false");
+        value = has_value ? args[++i] : "true";
+      } else {
+        value = take_value();
+      }
+      overrides.push_back({section, key, value, where});
+    }
+  }
+  result.print = result.flags.count("--print") > 0;
+
+  const bool named = !result.module.empty() || !result.config_name.empty();
+  if (options.require_config_function || named) {
+    if (result.module.empty()) {
+      const auto modules = registry.modules();
+      fail("--module is required (with --config); accepted modules: ",
+           modules.empty() ? std::string("none registered") : join(modules));
+    }
+    if (result.config_name.empty()) {
+      registry.functions(result.module);  // an unknown module fails here, listing them
+      fail("--config is required; configs of module ", result.module, ": ",
+           list_configs(registry, result.module));
+    }
+    result.config = registry.make(result.module, result.config_name);
+  }
+  for (const auto& path : result.config_files) apply_toml_file(result.config, path);
+  for (const auto& o : overrides) {
+    set_field_from_string(result.config, o.section, o.key, o.value, o.where);
+  }
+  if (options.validate) validate_config(result.config);
+  return result;
+}
+
+TrainerConfig resolve_config(const std::vector<std::string>& args, ResolveOptions options) {
+  return resolve_command_line(args, options).config;
+}
+
+}  // namespace titan::config

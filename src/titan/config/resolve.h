@@ -1,0 +1,45 @@
+// Resolution of a command line into a TrainerConfig, in this order:
+//   1. the config function named by --module M --config F,
+//   2. each --config-file job.toml, in the order given,
+//   3. each --section.field override, in the order given: "--a.b value", "--a.b=value", and
+//      for booleans also a bare "--a.b" (true) or "--a.b true|false",
+// then validate_config(). Flags without a dot that the command accepts (--print) come back
+// separately; any other argument is an error.
+#pragma once
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include "titan/config/config_registry.h"
+#include "titan/config/trainer_config.h"
+
+namespace titan::config {
+
+struct ResolveOptions {
+  // --module and --config are required (titan train, titan configs --print). When false and
+  // both are absent, resolution starts from the TrainerConfig defaults.
+  bool require_config_function = true;
+  // Bare flags the command accepts besides --module/--config/--config-file, e.g. "--print".
+  std::vector<std::string> extra_flags = {};
+  bool validate = true;
+  // nullptr: config_registry() (callers normally pass &models::builtin_config_registry()).
+  const ConfigRegistry* registry = nullptr;
+};
+
+struct ResolvedCommandLine {
+  TrainerConfig config;
+  std::string module;       // empty when no config function was named
+  std::string config_name;  // empty when no config function was named
+  std::vector<std::string> config_files;
+  std::set<std::string> flags;  // the extra_flags that were given
+  bool print = false;           // "--print" was given (and accepted)
+};
+
+ResolvedCommandLine resolve_command_line(const std::vector<std::string>& args,
+                                         const ResolveOptions& options = {});
+
+// Just the config of resolve_command_line().
+TrainerConfig resolve_config(const std::vector<std::string>& args, ResolveOptions options = {});
+
+}  // namespace titan::config

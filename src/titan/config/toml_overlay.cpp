@@ -1,0 +1,149 @@
+#include "titan/config/toml_overlay.h"
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <toml++/toml.h>
+
+#include "titan/common/error.h"
+#include "titan/config/config_fields.h"
+#include "titan/config/field_values.h"
+
+namespace titan::config {
+namespace {
+
+// "string \"ten\"", "float 1.5", "a table": what a TOML value is, for type errors.
+std::string describe(const toml::node& node) {
+  switch (node.type()) {
+    case toml::node_type::string:
+      return "string " + format_toml_value(std::string(*node.as_string()));
+    case toml::node_type::integer:
+      return "integer " + format_toml_value(node.as_integer()->get());
+    case toml::node_type::floating_point:
+      return "float " + format_toml_value(node.as_floating_point()->get());
+    case toml::node_type::boolean:
+      return std::string("boolean ") + (node.as_boolean()->get() ? "true" : "false");
+    case toml::node_type::array:
+      return "an array";
+    case toml::node_type::table:
+      return "a table";
+    default:
+      return "a date/time";
+  }
+}
+
+// Reads one TOML value into a field of a given type; `key` ("training.steps") and `where`
+// ("config file job.toml, line 3") name it in errors.
+struct FieldReader {
+  const toml::node& node;
+  std::string key;
+  std::string where;
+
+  [[noreturn]] void wrong_type(const char* expected, const toml::node& value,
+                               const std::string& item_key) const {
+    fail(where, ": ", item_key, ": expected ", expected, ", got ", describe(value));
+  }
+
+  static bool read_scalar(const toml::node& value, int64_t& out) {
+    if (!value.is_integer()) return false;
+    out = value.as_integer()->get();
+    return true;
+  }
+  static bool read_scalar(const toml::node& value, double& out) {
+    if (value.is_floating_point()) {
+      out = value.as_floating_point()->get();
+    } else if (value.is_integer()) {
+      out = static_cast<double>(value.as_integer()->get());  // 1 where 1.0 is meant is fine
+    } else {
+      return false;
+    }
+    return true;
+  }
+  static bool read_scalar(const toml::node& value, bool& out) {
+    if (!value.is_boolean()) return false;
+    out = value.as_boolean()->get();
+    return true;
+  }
+  static bool read_scalar(const toml::node& value, std::string& out) {
+    if (!value.is_string()) return false;
+    out = std::string(*value.as_string());
+    return true;
+  }
+
+  template <class T>
+  void operator()(T& out) const {
+    T value{};
+    if (!read_scalar(node, value)) wrong_type(type_description(value), node, key);
+    out = std::move(value);
+  }
+
+  template <class T>
+  void operator()(std::vector<T>& out) const {
+    const toml::array* array = node.as_array();
+    if (array == nullptr) wrong_type(type_description(out), node, key);
+    std::vector<T> values;
+    for (size_t i = 0; i < array->size(); ++i) {
+      T value{};
+      if (!read_scalar((*array)[i], value)) {
+        wrong_type(type_description(value), (*array)[i], key + "[" + std::to_string(i) + "]");
+      }
+      values.push_back(std::move(value));
+    }
+    out = std::move(values);
+  }
+};
+
+std::string location(const std::string& source_name, const toml::node& node) {
+  std::string where = "config file " + source_name;
+  if (node.source().begin.line > 0) where += ", line " + std::to_string(node.source().begin.line);
+  return where;
+}
+
+}  // namespace
+
+void apply_toml_text(TrainerConfig& config, const std::string& text,
+                     const std::string& source_name) {
+  toml::table document;
+  try {
+    document = toml::parse(text, source_name);
+  } catch (const toml::parse_error& e) {
+    fail("config file ", source_name, ", line ", e.source().begin.line, ", column ",
+         e.source().begin.column, ": TOML syntax error: ", e.description());
+  }
+  for (const auto& [section_key, section_node] : document) {
+    const std::string section(section_key.str());
+    const std::string where = location(source_name, section_node);
+    const toml::table* fields = section_node.as_table();
+    if (fields == nullptr) {
+      // A top-level `key = value` or `[[section]]`: names are accepted only inside [section].
+      const auto accepted = section_names();
+      bool known = false;
+      for (const auto& name : accepted) known = known || name == section;
+      if (!known) fail_unknown_section(section, where);
+      fail(where, ": \"", section, "\" must be a [", section, "] table, got ",
+           describe(section_node));
+    }
+    for (const auto& [field_key, value] : *fields) {
+      const std::string key(field_key.str());
+      const std::string field_where = location(source_name, value);
+      with_field(config, section, key, field_where,
+                 FieldReader{value, section + "." + key, field_where});
+    }
+  }
+}
+
+void apply_toml_file(TrainerConfig& config, const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) fail("config file ", path, ": no such file");
+  if (!std::filesystem::is_regular_file(path, ec)) fail("config file ", path, ": not a file");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("config file ", path, ": cannot open (", std::strerror(errno), ")");
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) fail("config file ", path, ": read error");
+  apply_toml_text(config, text.str(), path);
+}
+
+}  // namespace titan::config

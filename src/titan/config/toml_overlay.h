@@ -1,0 +1,20 @@
+// The --config-file overlay: a TOML file whose [section] tables set fields of the config
+// tree. Unknown sections or keys, ill-typed values and TOML syntax errors throw titan::Error
+// naming the file, the line and the key.
+#pragma once
+
+#include <string>
+
+#include "titan/config/trainer_config.h"
+
+namespace titan::config {
+
+// Reads `path` and applies every key it sets to `config`; keys it does not mention keep
+// their values.
+void apply_toml_file(TrainerConfig& config, const std::string& path);
+
+// The same for TOML text already in memory; `source_name` stands for the file in messages.
+void apply_toml_text(TrainerConfig& config, const std::string& text,
+                     const std::string& source_name);
+
+}  // namespace titan::config

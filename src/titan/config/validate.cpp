@@ -1,0 +1,175 @@
+#include "titan/config/validate.h"
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "titan/common/error.h"
+#include "titan/config/field_values.h"
+
+namespace titan::config {
+namespace {
+
+void check_one_of(const char* key, const std::string& value,
+                  const std::vector<std::string>& accepted) {
+  if (std::find(accepted.begin(), accepted.end(), value) != accepted.end()) return;
+  std::string names;
+  for (const auto& name : accepted) names += (names.empty() ? "" : ", ") + name;
+  fail(key, " = \"", value, "\": accepted values are ", names);
+}
+
+template <class T>
+void check_range(bool ok, const char* key, const T& value, const char* requirement) {
+  if (!ok) fail(key, " = ", format_toml_value(value), ": must be ", requirement);
+}
+
+void check_at_least(const char* key, int64_t value, int64_t minimum) {
+  check_range(value >= minimum, key, value, (">= " + std::to_string(minimum)).c_str());
+}
+
+// A degree is >= 1; the shard degree may also be -1 (what is left of the world size).
+void check_degree(const char* key, int64_t value, bool allow_minus_one) {
+  if (value >= 1 || (allow_minus_one && value == -1)) return;
+  fail(key, " = ", value, ": must be >= 1", allow_minus_one ? " or -1 (use the remaining ranks)" : "");
+}
+
+// Optimizer parameter groups: "GLOB=WEIGHT_DECAY", e.g. "*.norm.weight=0".
+void check_param_group(const std::string& entry) {
+  const size_t equals = entry.rfind('=');
+  double weight_decay = 0;
+  const bool ok = equals != std::string::npos && equals > 0 &&
+                  parse_double(entry.substr(equals + 1), weight_decay) && weight_decay >= 0;
+  if (!ok) {
+    fail("optimizer.param_groups entry \"", entry,
+         "\": expected GLOB=WEIGHT_DECAY with a number >= 0, e.g. \"*.bias=0\"");
+  }
+}
+
+void check_degrees(const ParallelismConfig& p) {
+  check_degree("parallelism.data_parallel_replicate_degree", p.data_parallel_replicate_degree,
+               false);
+  check_degree("parallelism.data_parallel_shard_degree", p.data_parallel_shard_degree, true);
+  check_degree("parallelism.tensor_parallel_degree", p.tensor_parallel_degree, false);
+  check_degree("parallelism.pipeline_parallel_degree", p.pipeline_parallel_degree, false);
+  check_degree("parallelism.context_parallel_degree", p.context_parallel_degree, false);
+  check_degree("parallelism.expert_parallel_degree", p.expert_parallel_degree, false);
+}
+
+std::string describe_degrees(const ParallelismConfig& p) {
+  return "data_parallel_replicate_degree=" + std::to_string(p.data_parallel_replicate_degree) +
+         ", data_parallel_shard_degree=" + std::to_string(p.data_parallel_shard_degree) +
+         ", context_parallel_degree=" + std::to_string(p.context_parallel_degree) +
+         ", tensor_parallel_degree=" + std::to_string(p.tensor_parallel_degree) +
+         ", pipeline_parallel_degree=" + std::to_string(p.pipeline_parallel_degree);
+}
+
+}  // namespace
+
+void validate_config(const TrainerConfig& c) {
+  check_one_of("model.name", c.model.name, {"qwen3", "transformers"});
+  TITAN_CHECK(!c.model.flavor.empty(), "model.flavor is empty: name a flavor or use \"auto\"");
+  check_one_of("model.moe_load_balancing", c.model.moe_load_balancing,
+               {"none", "aux_loss", "expert_bias"});
+  check_range(c.model.router_aux_loss_coef >= 0, "model.router_aux_loss_coef",
+              c.model.router_aux_loss_coef, ">= 0");
+  check_range(c.model.expert_bias_update_rate >= 0, "model.expert_bias_update_rate",
+              c.model.expert_bias_update_rate, ">= 0");
+
+  const auto& t = c.training;
+  check_at_least("training.steps", t.steps, 1);
+  check_at_least("training.local_batch_size", t.local_batch_size, 1);
+  if (t.global_batch_size != -1) {
+    check_range(t.global_batch_size >= 1, "training.global_batch_size", t.global_batch_size,
+                ">= 1 or -1 (local_batch_size x data-parallel degree)");
+  }
+  check_at_least("training.seq_len", t.seq_len, 1);
+  check_range(t.max_norm > 0, "training.max_norm", t.max_norm, "> 0");
+  check_one_of("training.dtype", t.dtype, {"float32", "bfloat16"});
+  check_one_of("training.mixed_precision_param", t.mixed_precision_param,
+               {"auto", "float32", "bfloat16"});
+  check_one_of("training.mixed_precision_reduce", t.mixed_precision_reduce,
+               {"float32", "bfloat16"});
+  check_one_of("training.device", t.device, {"auto", "cpu", "cuda"});
+  TITAN_CHECK(!t.eos_token.empty(), "training.eos_token is empty: name the separator token");
+
+  check_degrees(c.parallelism);
+
+  const auto& o = c.optimizer;
+  check_one_of("optimizer.name", o.name, {"AdamW"});
+  check_range(o.lr >= 0, "optimizer.lr", o.lr, ">= 0");
+  check_range(o.betas.size() == 2, "optimizer.betas", o.betas, "exactly two values, e.g. [0.9, 0.95]");
+  for (const double beta : o.betas) {
+    check_range(beta >= 0 && beta < 1, "optimizer.betas", o.betas, "two values in [0, 1)");
+  }
+  check_range(o.eps > 0, "optimizer.eps", o.eps, "> 0");
+  check_range(o.weight_decay >= 0, "optimizer.weight_decay", o.weight_decay, ">= 0");
+  check_one_of("optimizer.implementation", o.implementation, {"fused", "foreach", "for-loop"});
+  for (const auto& entry : o.param_groups) check_param_group(entry);
+
+  const auto& s = c.lr_scheduler;
+  check_at_least("lr_scheduler.warmup_steps", s.warmup_steps, 0);
+  if (s.total_steps != -1) {
+    check_range(s.total_steps >= 1, "lr_scheduler.total_steps", s.total_steps,
+                ">= 1 or -1 (training.steps)");
+  }
+  check_range(s.decay_ratio == -1.0 || (s.decay_ratio >= 0 && s.decay_ratio <= 1),
+              "lr_scheduler.decay_ratio", s.decay_ratio, "in [0, 1] or -1 (decay after warmup)");
+  check_one_of("lr_scheduler.decay_type", s.decay_type, {"linear", "sqrt", "cosine"});
+  check_range(s.min_lr_factor >= 0 && s.min_lr_factor <= 1, "lr_scheduler.min_lr_factor",
+              s.min_lr_factor, "in [0, 1]");
+
+  const auto& k = c.checkpoint;
+  TITAN_CHECK(!k.folder.empty(), "checkpoint.folder is empty: name a folder under job.dump_folder");
+  check_at_least("checkpoint.interval", k.interval, 1);
+  check_one_of("checkpoint.export_dtype", k.export_dtype, {"float32", "bfloat16", "float16"});
+  TITAN_CHECK(!k.hf_max_shard_size.empty(),
+              "checkpoint.hf_max_shard_size is empty: give a size such as \"5GB\"");
+  check_range(k.keep_latest_k >= 0, "checkpoint.keep_latest_k", k.keep_latest_k,
+              ">= 0 (0 keeps every checkpoint)");
+  check_one_of("checkpoint.async_mode", k.async_mode, {"disabled", "async"});
+  check_range(k.load_step >= -1, "checkpoint.load_step", k.load_step, ">= 0 or -1 (the latest)");
+
+  check_one_of("activation_checkpoint.mode", c.activation_checkpoint.mode,
+               {"none", "selective", "full"});
+  check_at_least("metrics.log_freq", c.metrics.log_freq, 1);
+  check_at_least("comm.init_timeout_seconds", c.comm.init_timeout_seconds, 1);
+  check_at_least("comm.train_timeout_seconds", c.comm.train_timeout_seconds, 1);
+  check_at_least("debug.checkpoint_write_delay_ms", c.debug.checkpoint_write_delay_ms, 0);
+}
+
+int64_t resolved_data_parallel_shard_degree(const ParallelismConfig& p, int64_t world_size) {
+  TITAN_CHECK(world_size >= 1, "world size ", world_size, " must be >= 1");
+  check_degrees(p);
+  const int64_t others = p.data_parallel_replicate_degree * p.context_parallel_degree *
+                         p.tensor_parallel_degree * p.pipeline_parallel_degree;
+  int64_t shard = p.data_parallel_shard_degree;
+  if (shard == -1) {
+    if (world_size % others != 0) {
+      fail("parallelism degrees (", describe_degrees(p), ") do not divide the world size ",
+           world_size, ": the product of the other degrees, ", others,
+           ", must divide it so data_parallel_shard_degree -1 can take the rest");
+    }
+    shard = world_size / others;
+  }
+  if (others * shard != world_size) {
+    fail("parallelism degrees (", describe_degrees(p), ") multiply to ", others * shard,
+         " but the world size is ", world_size,
+         "; make the product equal the number of ranks, or set data_parallel_shard_degree -1");
+  }
+  return shard;
+}
+
+void check_parallel_degrees(const ParallelismConfig& p, int64_t world_size) {
+  const int64_t shard = resolved_data_parallel_shard_degree(p, world_size);
+  // Experts are spread over ranks borrowed from shard x context x tensor (torchtitan with
+  // expert tensor parallelism 1).
+  const int64_t borrowed = shard * p.context_parallel_degree * p.tensor_parallel_degree;
+  if (borrowed % p.expert_parallel_degree != 0) {
+    fail("parallelism.expert_parallel_degree = ", p.expert_parallel_degree,
+         " must divide data_parallel_shard_degree x context_parallel_degree x "
+         "tensor_parallel_degree = ",
+         borrowed, " (world size ", world_size, ")");
+  }
+}
+
+}  // namespace titan::config

@@ -1,0 +1,196 @@
+#include "titan/data/tokenizer/bpe_model.h"
+
+#include <algorithm>
+
+#include "titan/common/error.h"
+#include "titan/data/tokenizer/byte_level.h"
+
+namespace titan::data {
+
+BpeModel::BpeModel(BpeModel&& o) noexcept
+    : vocab_(std::move(o.vocab_)),
+      id_to_token_(std::move(o.id_to_token_)),
+      has_id_(std::move(o.has_id_)),
+      byte_ids_(o.byte_ids_),
+      merges_(std::move(o.merges_)),
+      ignore_merges_(o.ignore_merges_),
+      cache_(std::move(o.cache_)) {}
+
+BpeModel& BpeModel::operator=(BpeModel&& o) noexcept {
+  vocab_ = std::move(o.vocab_);
+  id_to_token_ = std::move(o.id_to_token_);
+  has_id_ = std::move(o.has_id_);
+  byte_ids_ = o.byte_ids_;
+  merges_ = std::move(o.merges_);
+  ignore_merges_ = o.ignore_merges_;
+  cache_ = std::move(o.cache_);
+  return *this;
+}
+
+BpeModel BpeModel::from_json(const nlohmann::json& model, const std::string& file) {
+  const std::string type = model.value("type", "");
+  if (type != "BPE") fail("tokenizer file ", file, ": model type '", type, "' is not supported (only BPE)");
+  const auto prefix = model.value("continuing_subword_prefix", nlohmann::json());
+  const auto suffix = model.value("end_of_word_suffix", nlohmann::json());
+  if ((prefix.is_string() && !prefix.get<std::string>().empty()) ||
+      (suffix.is_string() && !suffix.get<std::string>().empty())) {
+    fail("tokenizer file ", file, ": BPE continuing_subword_prefix / end_of_word_suffix are not supported");
+  }
+  if (model.contains("dropout") && !model["dropout"].is_null() && model["dropout"].get<double>() != 0) {
+    fail("tokenizer file ", file, ": BPE dropout is not supported");
+  }
+  BpeModel m;
+  m.ignore_merges_ = model.value("ignore_merges", false);
+  if (!model.contains("vocab") || !model["vocab"].is_object()) {
+    fail("tokenizer file ", file, ": model.vocab is missing or not an object");
+  }
+  const auto& vocab = model["vocab"];
+  m.vocab_.reserve(vocab.size());
+  for (auto it = vocab.begin(); it != vocab.end(); ++it) {
+    if (!it.value().is_number_integer() || it.value().get<int64_t>() < 0) {
+      fail("tokenizer file ", file, ": model.vocab entry '", it.key(), "' has no valid id");
+    }
+    const auto id = it.value().get<int32_t>();
+    m.vocab_.emplace(it.key(), id);
+    if (static_cast<size_t>(id) >= m.id_to_token_.size()) {
+      m.id_to_token_.resize(id + 1);
+      m.has_id_.resize(id + 1, false);
+    }
+    m.id_to_token_[id] = it.key();
+    m.has_id_[id] = true;
+  }
+  for (int b = 0; b < 256; ++b) {
+    const auto id = m.token_to_id(byte_to_unicode_string(static_cast<uint8_t>(b)));
+    if (!id) fail("tokenizer file ", file, ": model.vocab lacks the byte-level token for byte ", b);
+    m.byte_ids_[b] = *id;
+  }
+  if (!model.contains("merges") || !model["merges"].is_array()) {
+    fail("tokenizer file ", file, ": model.merges is missing or not a list");
+  }
+  const auto& merges = model["merges"];
+  m.merges_.reserve(merges.size());
+  for (size_t rank = 0; rank < merges.size(); ++rank) {
+    const auto& entry = merges[rank];
+    std::string a, b;
+    if (entry.is_string()) {
+      const std::string s = entry.get<std::string>();
+      const size_t space = s.find(' ');
+      if (space == std::string::npos) fail("tokenizer file ", file, ": merge '", s, "' is not 'a b'");
+      a = s.substr(0, space);
+      b = s.substr(space + 1);
+    } else if (entry.is_array() && entry.size() == 2) {
+      a = entry[0].get<std::string>();
+      b = entry[1].get<std::string>();
+    } else {
+      fail("tokenizer file ", file, ": model.merges[", rank, "] is neither 'a b' nor [a, b]");
+    }
+    const auto ia = m.token_to_id(a), ib = m.token_to_id(b), iab = m.token_to_id(a + b);
+    if (!ia || !ib || !iab) {
+      fail("tokenizer file ", file, ": merge '", a, " ", b, "' uses a token missing from the vocab");
+    }
+    // Later duplicates win, as when `tokenizers` collects the merges into a map.
+    m.merges_[pair_key(*ia, *ib)] = {static_cast<int32_t>(rank), *iab};
+  }
+  return m;
+}
+
+std::optional<int32_t> BpeModel::token_to_id(const std::string& token) const {
+  const auto it = vocab_.find(token);
+  if (it == vocab_.end()) return std::nullopt;
+  return it->second;
+}
+
+const std::string* BpeModel::id_to_token(int32_t id) const {
+  if (id < 0 || id >= id_bound() || !has_id_[id]) return nullptr;
+  return &id_to_token_[id];
+}
+
+const BpeModel::MergeInfo* BpeModel::find_merge(int32_t a, int32_t b) const {
+  const auto it = merges_.find(pair_key(a, b));
+  return it == merges_.end() ? nullptr : &it->second;
+}
+
+void BpeModel::encode_word(std::string_view word, BpeScratch& s, std::vector<int32_t>& out) const {
+  if (word.size() == 1) {
+    out.push_back(byte_ids_[static_cast<uint8_t>(word[0])]);
+    return;
+  }
+  const bool cacheable = word.size() <= kMaxCachedWord;
+  if (cacheable) {
+    std::lock_guard<std::mutex> lock(cache_mutex_);
+    const auto it = cache_.find(word);
+    if (it != cache_.end()) {
+      out.insert(out.end(), it->second.begin(), it->second.end());
+      return;
+    }
+  }
+  const size_t first = out.size();
+  merge_all(word, s, out);
+  if (cacheable) {
+    std::lock_guard<std::mutex> lock(cache_mutex_);
+    if (cache_.size() < kMaxCacheEntries) {
+      cache_.emplace(std::string(word), std::vector<int32_t>(out.begin() + first, out.end()));
+    }
+  }
+}
+
+void BpeModel::merge_all(std::string_view word, BpeScratch& s, std::vector<int32_t>& out) const {
+  if (ignore_merges_) {
+    // With ignore_merges, a word that is itself in the vocabulary is taken whole.
+    std::string token;
+    for (char c : word) token += byte_to_unicode_string(static_cast<uint8_t>(c));
+    if (const auto id = token_to_id(token)) {
+      out.push_back(*id);
+      return;
+    }
+  }
+  const auto n = static_cast<int32_t>(word.size());
+  s.symbols.resize(n);
+  for (int32_t i = 0; i < n; ++i) {
+    s.symbols[i] = {byte_ids_[static_cast<uint8_t>(word[i])], i - 1, i + 1 < n ? i + 1 : -1, false};
+  }
+  // A min-heap on (rank, pos), as `tokenizers`' BinaryHeap of Merge orders it.
+  const auto later = [](const BpeScratch::Merge& x, const BpeScratch::Merge& y) {
+    return x.rank != y.rank ? x.rank > y.rank : x.pos > y.pos;
+  };
+  s.heap.clear();
+  for (int32_t i = 0; i + 1 < n; ++i) {
+    if (const MergeInfo* m = find_merge(s.symbols[i].id, s.symbols[i + 1].id)) {
+      s.heap.push_back({m->rank, i, m->new_id});
+    }
+  }
+  std::make_heap(s.heap.begin(), s.heap.end(), later);
+  auto push = [&](const BpeScratch::Merge& m) {
+    s.heap.push_back(m);
+    std::push_heap(s.heap.begin(), s.heap.end(), later);
+  };
+  while (!s.heap.empty()) {
+    std::pop_heap(s.heap.begin(), s.heap.end(), later);
+    const BpeScratch::Merge top = s.heap.back();
+    s.heap.pop_back();
+    auto& cur = s.symbols[top.pos];
+    if (cur.removed || cur.next < 0) continue;
+    const int32_t next_pos = cur.next;
+    const auto right = s.symbols[next_pos];
+    // Skip entries that went stale: the pair must still produce the same token.
+    const MergeInfo* still = find_merge(cur.id, right.id);
+    if (!still || still->new_id != top.new_id) continue;
+    cur.id = top.new_id;
+    cur.next = right.next;
+    s.symbols[next_pos].removed = true;
+    if (right.next >= 0) s.symbols[right.next].prev = top.pos;
+    if (cur.prev >= 0) {
+      if (const MergeInfo* m = find_merge(s.symbols[cur.prev].id, cur.id)) {
+        push({m->rank, cur.prev, m->new_id});
+      }
+    }
+    if (cur.next >= 0) {
+      if (const MergeInfo* m = find_merge(cur.id, s.symbols[cur.next].id)) {
+        push({m->rank, top.pos, m->new_id});
+      }
+    }
+  }
+  for (int32_t i = 0; i >= 0; i = s.symbols[i].next) out.push_back(s.symbols[i].id);
+}
+
+}  // namespace titan::data

@@ -1,0 +1,81 @@
+// The "model" section of tokenizer.json for byte-level BPE: the vocabulary and the ranked merges.
+// Words arrive as raw bytes; each byte starts as the id of its byte-level character, and pairs are
+// merged lowest rank first (leftmost on ties) with the same priority queue as `tokenizers`, so the
+// result is identical even where two merges produce the same token.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace titan::data {
+
+// Per-call working memory for BpeModel::encode_word, reused across words by one thread.
+struct BpeScratch {
+  struct Symbol {
+    int32_t id;
+    int32_t prev, next;  // neighbours in the linked list, -1 at the ends
+    bool removed;
+  };
+  struct Merge {
+    int32_t rank, pos, new_id;
+  };
+  std::vector<Symbol> symbols;
+  std::vector<Merge> heap;
+};
+
+class BpeModel {
+ public:
+  // Reads model.vocab and model.merges ("a b" strings or [a, b] pairs); errors name `file`.
+  static BpeModel from_json(const nlohmann::json& model, const std::string& file);
+
+  BpeModel() = default;
+  BpeModel(BpeModel&& other) noexcept;
+  BpeModel& operator=(BpeModel&& other) noexcept;
+
+  // Appends the ids of one pre-tokenized word (raw bytes). Results for words up to kMaxCachedWord
+  // bytes are cached; the cache is shared by threads and guarded by a mutex.
+  void encode_word(std::string_view word, BpeScratch& scratch, std::vector<int32_t>& out) const;
+
+  std::optional<int32_t> token_to_id(const std::string& token) const;
+  // The token string of `id` in the byte-level alphabet, or nullptr when the vocab has no such id.
+  const std::string* id_to_token(int32_t id) const;
+  // One past the largest id in the vocabulary.
+  int32_t id_bound() const { return static_cast<int32_t>(id_to_token_.size()); }
+
+  static constexpr size_t kMaxCachedWord = 256;
+  static constexpr size_t kMaxCacheEntries = 1 << 18;
+
+ private:
+  struct Hash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+  struct MergeInfo {
+    int32_t rank, new_id;
+  };
+  static uint64_t pair_key(int32_t a, int32_t b) {
+    return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b);
+  }
+  const MergeInfo* find_merge(int32_t a, int32_t b) const;
+  void merge_all(std::string_view word, BpeScratch& s, std::vector<int32_t>& out) const;
+
+  std::unordered_map<std::string, int32_t, Hash, std::equal_to<>> vocab_;
+  std::vector<std::string> id_to_token_;
+  std::vector<bool> has_id_;
+  std::array<int32_t, 256> byte_ids_{};
+  std::unordered_map<uint64_t, MergeInfo> merges_;
+  bool ignore_merges_ = false;
+
+  mutable std::mutex cache_mutex_;
+  mutable std::unordered_map<std::string, std::vector<int32_t>, Hash, std::equal_to<>> cache_;
+};
+
+}  // namespace titan::data

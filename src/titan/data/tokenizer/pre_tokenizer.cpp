@@ -1,0 +1,163 @@
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include "titan/data/tokenizer/pre_tokenizer.h"
+
+#include <pcre2.h>
+
+#include "titan/common/error.h"
+
+namespace titan::data {
+namespace {
+
+// GPT-2's pattern, used by a ByteLevel pre-tokenizer with use_regex = true.
+constexpr const char* kGpt2Pattern =
+    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+
+std::string pcre2_message(int code) {
+  PCRE2_UCHAR buffer[256];
+  pcre2_get_error_message(code, buffer, sizeof(buffer));
+  return reinterpret_cast<const char*>(buffer);
+}
+
+// A literal string as a PCRE2 pattern: escape every non-alphanumeric ASCII character.
+std::string escape_literal(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    const bool alnum = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+    if (!alnum && static_cast<unsigned char>(c) < 0x80) out.push_back('\\');
+    out.push_back(c);
+  }
+  return out;
+}
+
+}  // namespace
+
+// A compiled pattern (RAII over pcre2_code).
+class SplitRegex {
+ public:
+  SplitRegex(const std::string& pattern, const std::string& file) : pattern_(pattern) {
+    int error = 0;
+    PCRE2_SIZE offset = 0;
+    code_ = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
+                          PCRE2_UTF | PCRE2_UCP, &error, &offset, nullptr);
+    if (!code_) {
+      fail("tokenizer file ", file, ": cannot compile pre-tokenizer regex '", pattern,
+           "' at offset ", offset, ": ", pcre2_message(error));
+    }
+    pcre2_jit_compile(code_, PCRE2_JIT_COMPLETE);  // falls back to the interpreter on failure
+  }
+  ~SplitRegex() { pcre2_code_free(code_); }
+  SplitRegex(const SplitRegex&) = delete;
+  SplitRegex& operator=(const SplitRegex&) = delete;
+
+  // Isolated split: every match and every gap between matches becomes its own piece.
+  void split(std::string_view text, PreTokenizerScratch::Pcre& p,
+             std::vector<std::string_view>& out) const;
+
+ private:
+  pcre2_code* code_ = nullptr;
+  std::string pattern_;
+};
+
+struct PreTokenizerScratch::Pcre {
+  pcre2_match_data* match = pcre2_match_data_create(1, nullptr);
+  pcre2_match_context* context = nullptr;
+  pcre2_jit_stack* jit_stack = nullptr;
+  ~Pcre() {
+    pcre2_match_data_free(match);
+    pcre2_match_context_free(context);
+    pcre2_jit_stack_free(jit_stack);
+  }
+  // The default 32 KiB JIT stack can run out on pathological inputs (very long runs that the
+  // lookahead alternatives backtrack over); then retry with a large one.
+  void grow_jit_stack() {
+    if (jit_stack) fail("pre-tokenizer regex ran out of JIT stack even at 256 MiB");
+    jit_stack = pcre2_jit_stack_create(1 << 20, 256 << 20, nullptr);
+    context = pcre2_match_context_create(nullptr);
+    pcre2_jit_stack_assign(context, nullptr, jit_stack);
+  }
+};
+
+PreTokenizerScratch::PreTokenizerScratch() : pcre(std::make_unique<Pcre>()) {}
+PreTokenizerScratch::~PreTokenizerScratch() = default;
+
+void SplitRegex::split(std::string_view text, PreTokenizerScratch::Pcre& p,
+                  std::vector<std::string_view>& out) const {
+  const auto subject = reinterpret_cast<PCRE2_SPTR>(text.data());
+  size_t start = 0, last_end = 0;
+  while (start < text.size()) {
+    int rc = pcre2_match(code_, subject, text.size(), start, PCRE2_NO_UTF_CHECK, p.match,
+                         p.context);
+    if (rc == PCRE2_ERROR_JIT_STACKLIMIT) {
+      p.grow_jit_stack();
+      continue;
+    }
+    if (rc == PCRE2_ERROR_NOMATCH) break;
+    if (rc < 0) fail("pre-tokenizer regex failed: ", pcre2_message(rc));
+    const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(p.match);
+    const size_t begin = ov[0], end = ov[1];
+    if (begin > last_end) out.push_back(text.substr(last_end, begin - last_end));
+    if (end > begin) {
+      out.push_back(text.substr(begin, end - begin));
+      last_end = end;
+      start = end;
+    } else {
+      // An empty match produces no piece; step over one code point.
+      start = begin + 1;
+      while (start < text.size() && (static_cast<unsigned char>(text[start]) & 0xC0) == 0x80)
+        ++start;
+    }
+  }
+  if (last_end < text.size()) out.push_back(text.substr(last_end));
+}
+
+PreTokenizer::PreTokenizer() = default;
+PreTokenizer::PreTokenizer(PreTokenizer&&) noexcept = default;
+PreTokenizer& PreTokenizer::operator=(PreTokenizer&&) noexcept = default;
+PreTokenizer::~PreTokenizer() = default;
+
+PreTokenizer PreTokenizer::from_json(const nlohmann::json& j, const std::string& file) {
+  PreTokenizer pt;
+  if (j.is_null()) return pt;
+  const std::string type = j.value("type", "");
+  if (type == "Sequence") {
+    for (const auto& step : j.at("pretokenizers")) {
+      PreTokenizer inner = from_json(step, file);
+      for (auto& r : inner.regexes_) pt.regexes_.push_back(std::move(r));
+    }
+  } else if (type == "Split") {
+    const auto& pattern = j.at("pattern");
+    const std::string behavior = j.value("behavior", "");
+    if (behavior != "Isolated" || j.value("invert", false)) {
+      fail("tokenizer file ", file, ": unsupported Split pre-tokenizer (behavior '", behavior,
+           "', invert ", j.value("invert", false), "); only Isolated without invert is supported");
+    }
+    if (pattern.contains("Regex")) {
+      pt.regexes_.push_back(std::make_unique<SplitRegex>(pattern.at("Regex").get<std::string>(), file));
+    } else {
+      pt.regexes_.push_back(
+          std::make_unique<SplitRegex>(escape_literal(pattern.at("String").get<std::string>()), file));
+    }
+  } else if (type == "ByteLevel") {
+    if (j.value("add_prefix_space", false)) {
+      fail("tokenizer file ", file, ": ByteLevel pre-tokenizer with add_prefix_space is not supported");
+    }
+    if (j.value("use_regex", true)) pt.regexes_.push_back(std::make_unique<SplitRegex>(kGpt2Pattern, file));
+  } else {
+    fail("tokenizer file ", file, ": unsupported pre-tokenizer type '", type,
+         "' (supported: Split, ByteLevel, Sequence)");
+  }
+  return pt;
+}
+
+void PreTokenizer::split(std::string_view text, PreTokenizerScratch& s) const {
+  s.pieces.clear();
+  if (text.empty()) return;
+  s.pieces.push_back(text);
+  for (const auto& regex : regexes_) {
+    s.next.clear();
+    for (std::string_view piece : s.pieces) regex->split(piece, *s.pcre, s.next);
+    s.pieces.swap(s.next);
+  }
+}
+
+}  // namespace titan::data

@@ -1,0 +1,84 @@
+// Qwen3Args: every architectural number of a Qwen3 / Qwen3-MoE model, the named flavors, and
+// the two directions to and from a Hugging Face config.json (QWEN3_SPEC.md sections 5.3, 5.4).
+// Reading follows the installed transformers 5.17 classes exactly, including their defaults
+// for absent keys; writing emits keys both Transformers v4 and v5 read.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "titan/config/trainer_config.h"
+
+namespace titan::models {
+
+struct Qwen3Args {
+  std::string model_type = "qwen3";  // "qwen3" (dense) | "qwen3_moe"
+  int64_t vocab_size = 151936;
+  int64_t hidden_size = 4096;
+  int64_t intermediate_size = 22016;
+  int64_t num_hidden_layers = 32;
+  int64_t num_attention_heads = 32;
+  int64_t num_key_value_heads = 32;
+  int64_t head_dim = 128;
+  double rms_norm_eps = 1e-6;
+  double rope_theta = 10000.0;
+  // RoPE scaling: "default" or "yarn" (QWEN3_SPEC.md 2.3).
+  std::string rope_type = "default";
+  double rope_factor = 1.0;
+  int64_t rope_original_max_position_embeddings = 0;  // yarn only; 0 = max_position_embeddings
+  std::optional<double> rope_attention_factor;        // yarn only; unset = 0.1 ln(factor) + 1
+  double rope_beta_fast = 32.0;
+  double rope_beta_slow = 1.0;
+  bool rope_truncate = true;
+  int64_t max_position_embeddings = 32768;
+  bool tie_word_embeddings = false;
+  bool attention_bias = false;
+  double initializer_range = 0.02;
+  std::optional<int64_t> bos_token_id;
+  std::vector<int64_t> eos_token_id;  // empty = none; config.json may hold an int or a list
+  std::optional<int64_t> pad_token_id;
+  std::string dtype = "bfloat16";  // weights dtype recorded in config.json
+  // MoE (num_experts == 0 means dense).
+  int64_t num_experts = 0;
+  int64_t num_experts_per_tok = 0;
+  int64_t moe_intermediate_size = 0;
+  bool norm_topk_prob = false;
+  int64_t decoder_sparse_step = 1;
+  std::vector<int64_t> mlp_only_layers;
+  double router_aux_loss_coef = 0.001;
+  bool output_router_logits = false;
+
+  bool is_moe() const { return num_experts > 0; }
+  // Layer i uses the routed experts (else the dense SwiGLU MLP with intermediate_size).
+  bool is_sparse_layer(int64_t layer) const;
+  // Throws titan::Error naming the field when a value is impossible (non-positive sizes,
+  // heads not divisible by kv heads, odd head_dim, top-k > experts, ...).
+  void validate(const std::string& source) const;
+};
+
+// Named flavors: "debugmodel", "debugmodel_moe", "0.6B", "1.7B", "4B", "8B", "14B", "32B",
+// "30B-A3B", "235B-A22B". Throws naming the flavor and listing the known ones.
+Qwen3Args qwen3_flavor(const std::string& name);
+std::vector<std::string> qwen3_flavor_names();
+
+// Parses a Hugging Face config.json (v4 or v5 keys). `source` names the file in errors.
+Qwen3Args qwen3_args_from_hf_config(const nlohmann::json& config, const std::string& source);
+// The config.json Transformers v4 and v5 both load (QWEN3_SPEC.md section 8); `dtype` is the
+// weights dtype ("float32", "bfloat16", "float16").
+nlohmann::json qwen3_args_to_hf_config(const Qwen3Args& args, const std::string& dtype);
+
+// Throws naming the first differing architectural field and both values. Token ids, dtype and
+// max_position_embeddings are not architecture and are not compared.
+void check_same_architecture(const Qwen3Args& flavor, const std::string& flavor_name,
+                             const Qwen3Args& file, const std::string& file_path);
+
+// The args for training: model.flavor "auto" reads <hf_assets_path>/config.json (which must
+// exist); a named flavor is checked against that file when present and takes its token ids
+// and max_position_embeddings from it; without a file, the flavor alone.
+Qwen3Args resolve_qwen3_args(const config::ModelConfig& model);
+
+}  // namespace titan::models

@@ -1,0 +1,74 @@
+#include "titan/models/qwen3/qwen3_spec.h"
+
+#include "titan/common/error.h"
+#include "titan/models/qwen3/model.h"
+#include "titan/models/qwen3/qwen3_args.h"
+#include "titan/models/qwen3/state_dict_adapter.h"
+
+namespace titan::models {
+namespace {
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+std::unique_ptr<Model> build_from_trainer_config(const config::TrainerConfig& cfg,
+                                                 const BuildOptions& build) {
+  const Qwen3Args args = resolve_qwen3_args(cfg.model);
+  Qwen3Options options;
+  options.balancing = parse_moe_balancing(cfg.model.moe_load_balancing);
+  options.router_aux_loss_coef = cfg.model.router_aux_loss_coef;
+  options.expert_bias_update_rate = cfg.model.expert_bias_update_rate;
+  return std::make_unique<Qwen3Model>(args, options, build);
+}
+
+// A config.json with output_router_logits=true trains with HF's auxiliary loss, as
+// transformers does.
+std::unique_ptr<Model> build_from_hf(const nlohmann::json& hf_config, const std::string& source,
+                                     const BuildOptions& build) {
+  const Qwen3Args args = qwen3_args_from_hf_config(hf_config, source);
+  Qwen3Options options;
+  if (args.is_moe() && args.output_router_logits) options.balancing = MoeBalancing::kAuxLoss;
+  options.router_aux_loss_coef = args.router_aux_loss_coef;
+  return std::make_unique<Qwen3Model>(args, options, build);
+}
+
+}  // namespace
+
+double qwen3_flops_per_token(const Model& model, int64_t seq_len) {
+  const auto* qwen3 = dynamic_cast<const Qwen3Model*>(&model);
+  TITAN_CHECK(qwen3 != nullptr, "qwen3_flops_per_token needs a Qwen3 model");
+  const Qwen3Args& a = qwen3->args();
+  // named_parameters() only lists tensors; it does not change the model.
+  const NamedTensors params = const_cast<Model&>(model).named_parameters();
+  bool tied = true;
+  for (const auto& [name, _] : params) tied = tied && name != "lm_head.weight";
+  double active = 0;
+  for (const auto& [name, t] : params) {
+    const double n = static_cast<double>(t.numel());
+    if (name == "model.embed_tokens.weight") {
+      if (tied) active += n;  // counts once, as the output head
+    } else if (ends_with(name, ".mlp.experts.gate_up_proj") ||
+               ends_with(name, ".mlp.experts.down_proj")) {
+      active += n * static_cast<double>(a.num_experts_per_tok) / static_cast<double>(a.num_experts);
+    } else {
+      active += n;
+    }
+  }
+  const double attention = 12.0 * static_cast<double>(a.num_hidden_layers) *
+                           static_cast<double>(a.num_attention_heads) *
+                           static_cast<double>(a.head_dim) * static_cast<double>(seq_len);
+  return 6.0 * active + attention;
+}
+
+ModelSpec qwen3_model_spec() {
+  ModelSpec spec;
+  spec.name = "qwen3";
+  spec.build = build_from_trainer_config;
+  spec.build_from_hf_config = build_from_hf;
+  spec.adapter = qwen3_state_dict_adapter();
+  spec.flops_per_token = qwen3_flops_per_token;
+  return spec;
+}
+
+}  // namespace titan::models

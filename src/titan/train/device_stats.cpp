@@ -1,0 +1,33 @@
+#include "titan/train/device_stats.h"
+
+#ifdef TITAN_WITH_CUDA
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <cuda_runtime_api.h>
+#endif
+
+namespace titan::train {
+
+#ifdef TITAN_WITH_CUDA
+DeviceMemory cuda_memory(int device_index) {
+  auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device_index);
+  cudaDeviceProp prop{};
+  cudaGetDeviceProperties(&prop, device_index);
+  using Stat = c10::CachingAllocator::StatType;
+  return {double(stats.allocated_bytes[static_cast<size_t>(Stat::AGGREGATE)].peak),
+          double(prop.totalGlobalMem)};
+}
+void reset_cuda_peak_memory(int device_index) {
+  c10::cuda::CUDACachingAllocator::resetPeakStats(device_index);
+}
+std::string cuda_device_name(int device_index) {
+  cudaDeviceProp prop{};
+  cudaGetDeviceProperties(&prop, device_index);
+  return prop.name;
+}
+#else
+DeviceMemory cuda_memory(int) { return {}; }
+void reset_cuda_peak_memory(int) {}
+std::string cuda_device_name(int) { return ""; }
+#endif
+
+}  // namespace titan::train

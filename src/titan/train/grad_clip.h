@@ -1,0 +1,25 @@
+// Gradient clipping by the global L2 norm, as torch.nn.utils.clip_grad_norm_ (foreach path):
+// per-tensor norms with one _foreach_norm per (device, dtype), the norm of those norms, then
+// every gradient scaled by max_norm / (norm + 1e-6) when that is below 1. Norms are in float32
+// whatever the gradient dtype.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <vector>
+
+namespace titan::train {
+
+// The global L2 norm of the defined gradients of `params`, a float32 scalar on the first
+// gradient's device (0 when there is none). No host synchronisation.
+at::Tensor total_grad_norm(const std::vector<at::Tensor>& params);
+
+// Scales the gradients in place by min(1, max_norm / (total_norm + 1e-6)). `total_norm` may
+// come from total_grad_norm or be combined across ranks (sqrt of the all-reduced squares).
+void clip_grads_with_norm(const std::vector<at::Tensor>& params, double max_norm,
+                          const at::Tensor& total_norm);
+
+// Both of the above; returns the norm before clipping. max_norm <= 0 only measures.
+double clip_grad_norm(const std::vector<at::Tensor>& params, double max_norm);
+
+}  // namespace titan::train

@@ -1,0 +1,73 @@
+#include "titan/train/metrics.h"
+
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "titan/common/error.h"
+#include "titan/train/device_stats.h"
+
+namespace titan::train {
+
+std::pair<double, double> peak_memory(at::Device device) {
+  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+  if (device.is_cuda()) {
+    const DeviceMemory mem = cuda_memory(device.index());
+    return {mem.peak_bytes / kGiB, 100.0 * mem.peak_bytes / std::max<double>(mem.total_bytes, 1)};
+  }
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  const double peak = usage.ru_maxrss * 1024.0;  // ru_maxrss is in KiB on Linux
+  const double total = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE));
+  return {peak / kGiB, 100.0 * peak / std::max(total, 1.0)};
+}
+
+std::optional<double> device_peak_flops(at::Device device) {
+  if (!device.is_cuda()) return std::nullopt;
+  const std::string name = cuda_device_name(device.index());
+  if (name.find("H100") != std::string::npos || name.find("H200") != std::string::npos)
+    return 989e12;
+  if (name.find("A100") != std::string::npos) return 312e12;
+  if (name.find("B200") != std::string::npos) return 2250e12;
+  return std::nullopt;
+}
+
+MetricsLogger::MetricsLogger(const std::string& dump_folder, bool enabled) : enabled_(enabled) {
+  if (!enabled_) return;
+  std::filesystem::create_directories(dump_folder);
+  const std::string path = dump_folder + "/metrics.jsonl";
+  jsonl_.open(path, std::ios::app);
+  TITAN_CHECK(jsonl_.good(), "cannot write metrics file ", path);
+}
+
+std::string format_step_line(const StepMetrics& m) {
+  char buf[512];
+  int n = std::snprintf(buf, sizeof(buf),
+                        "step: %lld  loss: %.5f  grad_norm: %.4f  lr: %.4e  memory: %.2f GiB(%.2f%%)"
+                        "  tps: %.0f  tflops: %.3f",
+                        static_cast<long long>(m.step), m.loss, m.grad_norm, m.lr, m.memory_gib,
+                        m.memory_percent, m.tps, m.tflops);
+  std::string line(buf, n);
+  if (m.mfu) {
+    std::snprintf(buf, sizeof(buf), "  mfu: %.2f%%", *m.mfu);
+    line += buf;
+  }
+  return line;
+}
+
+void MetricsLogger::log(const StepMetrics& m) {
+  std::cout << format_step_line(m) << std::endl;
+  if (!enabled_) return;
+  nlohmann::json j = {{"step", m.step},       {"loss", m.loss},   {"grad_norm", m.grad_norm},
+                      {"lr", m.lr},           {"memory_gib", m.memory_gib},
+                      {"tps", m.tps},         {"tflops", m.tflops}};
+  j["mfu"] = m.mfu ? nlohmann::json(*m.mfu) : nlohmann::json(nullptr);
+  jsonl_ << j.dump() << "\n";
+  jsonl_.flush();
+}
+
+}  // namespace titan::train

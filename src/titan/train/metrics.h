@@ -1,0 +1,44 @@
+// Step metrics: the torchtitan-style step line on stdout and one JSON object per logged step
+// in <dump_folder>/metrics.jsonl (DESIGN.md section 3).
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <fstream>
+#include <optional>
+#include <string>
+
+namespace titan::train {
+
+struct StepMetrics {
+  int64_t step = 0;
+  double loss = 0;
+  double grad_norm = 0;
+  double lr = 0;
+  double memory_gib = 0;      // peak allocated (CUDA) or peak RSS (CPU)
+  double memory_percent = 0;  // of the device's / machine's memory
+  double tps = 0;             // tokens per second per device
+  double tflops = 0;
+  std::optional<double> mfu;  // percent; only when the device's peak is known
+};
+
+// Peak memory of this process on `device`, in GiB, and as a percentage of the total.
+std::pair<double, double> peak_memory(at::Device device);
+
+// Dense bf16 peak FLOP/s of the device, when known (H100/H200: 989e12); nullopt on the CPU.
+std::optional<double> device_peak_flops(at::Device device);
+
+class MetricsLogger {
+ public:
+  // Appends to <dump_folder>/metrics.jsonl (created with its folder).
+  explicit MetricsLogger(const std::string& dump_folder, bool enabled);
+  void log(const StepMetrics& m);
+
+ private:
+  std::ofstream jsonl_;
+  bool enabled_;
+};
+
+std::string format_step_line(const StepMetrics& m);
+
+}  // namespace titan::train

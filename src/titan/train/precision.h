@@ -1,0 +1,24 @@
+// Where and in which dtypes training runs, from training.device / dtype /
+// mixed_precision_param (DESIGN.md section 3: "auto" computes in bfloat16 on CUDA and in
+// float32 on the CPU; training.dtype is what the optimizer updates).
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <string>
+
+#include "titan/config/trainer_config.h"
+
+namespace titan::train {
+
+struct Precision {
+  at::Device device = at::kCPU;
+  at::ScalarType param_dtype = at::kFloat;
+  at::ScalarType compute_dtype = at::kFloat;
+};
+
+Precision resolve_precision(const config::TrainingConfig& training);
+at::Device resolve_device(const std::string& device);  // auto | cpu | cuda
+at::ScalarType dtype_from_name(const std::string& name, const std::string& key);
+
+}  // namespace titan::train

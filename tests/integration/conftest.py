@@ -1,0 +1,61 @@
+"""Shared fixtures of the integration tests: where the titan binary and the assets are, and a
+helper that runs titan and returns its result."""
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+TITAN = Path(os.environ.get("TITAN_BIN", REPO / "build" / "bin" / "titan"))
+TOKENIZER_DIR = REPO / "assets" / "qwen3-tokenizer"
+CORPUS = REPO / "assets" / "corpus" / "python_stdlib.jsonl"
+
+
+def run_titan(*args, check=True, env=None, timeout=600, input=None):
+    """Runs `titan ARGS`; with check=True a non-zero exit fails the test with its output."""
+    full_env = dict(os.environ)
+    full_env.setdefault("OMP_NUM_THREADS", "1")
+    if env:
+        full_env.update(env)
+    proc = subprocess.run(
+        [str(TITAN), *map(str, args)],
+        capture_output=True,
+        text=True,
+        env=full_env,
+        timeout=timeout,
+        input=input,
+    )
+    if check and proc.returncode != 0:
+        raise AssertionError(
+            f"titan {' '.join(map(str, args))} exited {proc.returncode}\n"
+            f"stdout:\n{proc.stdout[-4000:]}\nstderr:\n{proc.stderr[-4000:]}"
+        )
+    return proc
+
+
+def read_metrics(dump_folder):
+    path = Path(dump_folder) / "metrics.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+@pytest.fixture(scope="session")
+def titan_bin():
+    assert TITAN.exists(), f"{TITAN} not built; run `make build`"
+    return TITAN
+
+
+@pytest.fixture(scope="session")
+def tokenizer_dir():
+    assert (TOKENIZER_DIR / "tokenizer.json").exists(), "run scripts/setup to copy the tokenizer"
+    return TOKENIZER_DIR
+
+
+@pytest.fixture(scope="session")
+def small_corpus(tmp_path_factory):
+    """A few hundred KB of the default corpus, as jsonl."""
+    out = tmp_path_factory.mktemp("corpus") / "small.jsonl"
+    lines = CORPUS.read_text(encoding="utf-8").splitlines()[:60]
+    out.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return out

@@ -1,0 +1,44 @@
+"""Small random Qwen3 / Qwen3-MoE models made with transformers itself, for round trips."""
+import shutil
+
+import torch
+from transformers import Qwen3Config, Qwen3ForCausalLM, Qwen3MoeConfig, Qwen3MoeForCausalLM
+
+QWEN3_VOCAB = 151936  # room for the real tokenizer's ids
+
+
+def make_hf_model(path, moe=False, tied=True, seed=0, tokenizer_dir=None, vocab=QWEN3_VOCAB):
+    """Writes a random HF model with save_pretrained (and the tokenizer files) to `path`."""
+    torch.manual_seed(seed)
+    common = dict(
+        vocab_size=vocab, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=16, max_position_embeddings=512, rope_theta=1e6,
+        tie_word_embeddings=tied, rms_norm_eps=1e-6,
+    )
+    if moe:
+        cfg = Qwen3MoeConfig(**common, intermediate_size=96, moe_intermediate_size=32,
+                             num_experts=4, num_experts_per_tok=2, norm_topk_prob=True)
+        model = Qwen3MoeForCausalLM(cfg)
+    else:
+        cfg = Qwen3Config(**common, intermediate_size=96)
+        model = Qwen3ForCausalLM(cfg)
+    model = model.float().eval()
+    model.save_pretrained(path)
+    if tokenizer_dir is not None:
+        for f in ("tokenizer.json", "tokenizer_config.json"):
+            shutil.copy(tokenizer_dir / f, path / f)
+    return model
+
+
+def hf_logits(model_dir, tokens, dtype=torch.float32):
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype, attn_implementation="eager")
+    model.eval()
+    with torch.no_grad():
+        return model(torch.tensor([tokens])).logits[0].float()
+
+
+def rel_err(a, b):
+    a, b = torch.as_tensor(a).double(), torch.as_tensor(b).double()
+    return ((a - b).abs().max() / max(b.abs().max().item(), 1e-12)).item()

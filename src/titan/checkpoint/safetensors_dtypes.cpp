@@ -56,7 +56,8 @@ const DtypeInfo* find_dtype(at::ScalarType type) {
 
 std::string safetensors_dtype_name(at::ScalarType type) {
   const detail::DtypeInfo* info = detail::find_dtype(type);
-  if (info == nullptr) fail("torch dtype ", c10::toString(type), " cannot be stored in safetensors");
+  if (info == nullptr)
+    fail("torch dtype ", c10::toString(type), " cannot be stored in safetensors");
   return std::string(info->name);
 }
 

@@ -79,12 +79,7 @@ uint64_t read_u64(const nlohmann::json& value, const std::string& path, const st
 TensorInfo parse_entry(const std::string& path, const std::string& name,
                        const nlohmann::json& entry) {
   if (!entry.is_object()) fail(path, ": tensor '", name, "': entry must be an object");
-  for (const auto& [key, value] : entry.items()) {
-    if (key != "dtype" && key != "shape" && key != "data_offsets") {
-      fail(path, ": tensor '", name, "': unknown field '", key,
-           "' (entries have exactly dtype, shape and data_offsets)");
-    }
-  }
+  // Like the reference parser (serde without deny_unknown_fields), other fields are ignored.
   for (const char* field : {"dtype", "shape", "data_offsets"}) {
     if (!entry.contains(field)) fail(path, ": tensor '", name, "': missing field '", field, "'");
   }

@@ -1,9 +1,191 @@
-// titan forward (stub until implemented).
+// titan forward: logits of a Hugging Face model directory for given token ids, written as
+// safetensors (key `logits`, [S, V], float32), for parity checks against transformers.
+// --grads-output also runs the causal-LM loss (labels = the tokens, Hugging Face's shift and
+// mean) plus any auxiliary loss, backpropagates, and writes `loss` and `grad.<name>` for
+// every parameter.
+#include <ATen/ATen.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "titan/checkpoint/hf_import.h"
+#include "titan/checkpoint/safetensors.h"
 #include "titan/cli/commands.h"
 #include "titan/common/error.h"
+#include "titan/models/model_spec.h"
 
 namespace titan::cli {
+namespace {
 
-int run_forward(const Args& args) { fail("titan forward is not implemented yet"); }
+constexpr const char* kUsage =
+    "usage: titan forward --model HF_DIR (--tokens 1,2,3 | --tokens-file ids.json)\n"
+    "                     [--backend native|transformers] [--dtype float32|bfloat16]\n"
+    "                     --output logits.safetensors [--grads-output grads.safetensors]\n"
+    "\n"
+    "Computes the logits [S, V] of the model in HF_DIR (config.json + safetensors weights)\n"
+    "for one sequence and writes them, as float32 under the key `logits`, to --output.\n"
+    "  --dtype          compute dtype (parameters stay float32); default float32\n"
+    "  --grads-output   also compute the causal-LM loss with labels = the tokens (shifted\n"
+    "                   inside, mean over predicted tokens, plus the MoE auxiliary loss when\n"
+    "                   config.json has output_router_logits=true), backpropagate, and\n"
+    "                   write `loss` and `grad.<parameter name>` (float32) to this file\n";
+
+struct ForwardOptions {
+  std::string model_dir;
+  std::string tokens;
+  std::string tokens_file;
+  std::string backend = "native";
+  std::string dtype = "float32";
+  std::string output;
+  std::string grads_output;
+};
+
+ForwardOptions parse_options(const Args& args) {
+  ForwardOptions o;
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string flag = args[i], value;
+    const auto eq = flag.find('=');
+    const bool inline_value = flag.rfind("--", 0) == 0 && eq != std::string::npos;
+    if (inline_value) {
+      value = flag.substr(eq + 1);
+      flag = flag.substr(0, eq);
+    }
+    auto next = [&]() -> std::string {
+      if (inline_value) return value;
+      TITAN_CHECK(i + 1 < args.size(), "titan forward: ", flag, " needs a value");
+      return args[++i];
+    };
+    if (flag == "--model") {
+      o.model_dir = next();
+    } else if (flag == "--tokens") {
+      o.tokens = next();
+    } else if (flag == "--tokens-file") {
+      o.tokens_file = next();
+    } else if (flag == "--backend") {
+      o.backend = next();
+    } else if (flag == "--dtype") {
+      o.dtype = next();
+    } else if (flag == "--output") {
+      o.output = next();
+    } else if (flag == "--grads-output") {
+      o.grads_output = next();
+    } else {
+      fail("titan forward: unknown argument '", args[i], "'; see titan forward --help");
+    }
+  }
+  TITAN_CHECK(!o.model_dir.empty(), "titan forward: --model HF_DIR is required");
+  TITAN_CHECK(o.tokens.empty() != o.tokens_file.empty(),
+              "titan forward: give exactly one of --tokens and --tokens-file");
+  TITAN_CHECK(!o.output.empty(), "titan forward: --output FILE is required");
+  TITAN_CHECK(o.backend == "native" || o.backend == "transformers",
+              "titan forward: --backend '", o.backend, "' is not native or transformers");
+  TITAN_CHECK(o.backend == "native",
+              "titan forward: --backend transformers is not built yet; use --backend native");
+  TITAN_CHECK(o.dtype == "float32" || o.dtype == "bfloat16", "titan forward: --dtype '", o.dtype,
+              "' is not float32 or bfloat16");
+  return o;
+}
+
+std::vector<int64_t> parse_token_list(const std::string& text) {
+  std::vector<int64_t> ids;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    size_t used = 0;
+    int64_t value = 0;
+    try {
+      value = std::stoll(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    TITAN_CHECK(used > 0 && item.find_first_not_of(" \t", used) == std::string::npos,
+                "titan forward: --tokens value '", item, "' is not an integer");
+    ids.push_back(value);
+  }
+  return ids;
+}
+
+std::vector<int64_t> read_token_file(const std::string& path) {
+  std::ifstream in(path);
+  TITAN_CHECK(in, "titan forward: cannot open --tokens-file ", path);
+  nlohmann::json json;
+  try {
+    json = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    fail(path, ": invalid JSON: ", e.what());
+  }
+  // One sequence: [1, 2, 3] (or [[1, 2, 3]]).
+  if (json.is_array() && json.size() == 1 && json[0].is_array()) json = json[0];
+  TITAN_CHECK(json.is_array(), path, ": expected a JSON array of token ids");
+  std::vector<int64_t> ids;
+  for (const auto& v : json) {
+    TITAN_CHECK(v.is_number_integer(), path, ": token id ", v.dump(), " is not an integer");
+    ids.push_back(v.get<int64_t>());
+  }
+  return ids;
+}
+
+// Hugging Face ForCausalLMLoss: labels padded with one -100 and shifted left, cross-entropy in
+// float32 with ignore_index -100, mean over the counted targets.
+at::Tensor causal_lm_loss(const at::Tensor& logits, const at::Tensor& ids) {
+  const at::Tensor labels =
+      at::cat({ids.slice(1, 1), at::full({ids.size(0), 1}, -100, ids.options())}, 1);
+  return at::cross_entropy_loss(logits.to(at::kFloat).reshape({-1, logits.size(-1)}),
+                                labels.reshape({-1}), /*weight=*/{}, at::Reduction::Mean,
+                                /*ignore_index=*/-100);
+}
+
+}  // namespace
+
+int run_forward(const Args& args) {
+  for (const auto& a : args) {
+    if (a == "--help" || a == "-h") {
+      std::cout << kUsage;
+      return 0;
+    }
+  }
+  const ForwardOptions o = parse_options(args);
+  const std::vector<int64_t> tokens =
+      o.tokens_file.empty() ? parse_token_list(o.tokens) : read_token_file(o.tokens_file);
+  TITAN_CHECK(!tokens.empty(), "titan forward: no token ids given");
+
+  const nlohmann::json config = checkpoint::read_hf_config(o.model_dir);
+  const models::ModelSpec& spec = models::get_model_spec("qwen3");
+  models::BuildOptions build;
+  build.init_weights = false;
+  build.compute_dtype = o.dtype == "bfloat16" ? at::kBFloat16 : at::kFloat;
+  const std::string config_path = (std::filesystem::path(o.model_dir) / "config.json").string();
+  std::unique_ptr<models::Model> model = spec.build_from_hf_config(config, config_path, build);
+  const int64_t vocab = config.value("vocab_size", int64_t{0});
+  for (int64_t id : tokens) {
+    TITAN_CHECK(id >= 0 && id < vocab, "titan forward: token id ", id,
+                " is outside the vocabulary [0, ", vocab, ") of ", config_path);
+  }
+  checkpoint::load_hf_weights(*model, spec, o.model_dir);
+
+  const at::Tensor ids = at::tensor(tokens, at::kLong).view({1, -1});
+  if (o.grads_output.empty()) {
+    at::NoGradGuard no_grad;
+    const at::Tensor logits = model->forward(ids)[0].to(at::kFloat).contiguous();
+    checkpoint::write_safetensors(o.output, {{"logits", logits}});
+    return 0;
+  }
+  const at::Tensor logits = model->forward(ids);
+  at::Tensor loss = causal_lm_loss(logits, ids);
+  const at::Tensor extra = model->extra_loss();
+  if (extra.defined()) loss = loss + extra;
+  loss.backward();
+  checkpoint::write_safetensors(o.output, {{"logits", logits[0].detach().to(at::kFloat).contiguous()}});
+  std::vector<std::pair<std::string, at::Tensor>> grads;
+  grads.emplace_back("loss", loss.detach().to(at::kFloat));
+  for (const auto& [name, p] : model->named_parameters()) {
+    const at::Tensor g = p.grad().defined() ? p.grad() : at::zeros_like(p);
+    grads.emplace_back("grad." + name, g.to(at::kFloat).contiguous());
+  }
+  checkpoint::write_safetensors(o.grads_output, grads);
+  return 0;
+}
 
 }  // namespace titan::cli

@@ -111,9 +111,10 @@ std::string to_toml(const TrainerConfig& config) {
   std::string out;
   auto on_section = [&](const char* section_name, auto& fields) {
     if (!out.empty()) out += "\n";
-    out += "[" + std::string(section_name) + "]\n";
+    // Appended piece by piece: GCC 12 warns falsely (-Wstringop-overflow) on the chained +.
+    out.append("[").append(section_name).append("]\n");
     auto on_field = [&](const char* field_name, auto& value) {
-      out += std::string(field_name) + " = " + format_toml_value(value) + "\n";
+      out.append(field_name).append(" = ").append(format_toml_value(value)).append("\n");
     };
     fields.visit(on_field);
   };

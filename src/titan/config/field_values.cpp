@@ -35,17 +35,21 @@ std::vector<std::string> split_list(const std::string& text) {
 bool parse_int64(const std::string& text, int64_t& out) {
   const char* first = text.data();
   const char* last = first + text.size();
-  if (first != last && *first == '+') ++first;
-  const auto [ptr, ec] = std::from_chars(first, last, out);
-  return ec == std::errc() && ptr == last && first != last;
+  int64_t value{};  // `out` changes only on success
+  const auto [ptr, ec] = std::from_chars(first, last, value);
+  if (ec != std::errc() || ptr != last || first == last) return false;
+  out = value;
+  return true;
 }
 
 bool parse_double(const std::string& text, double& out) {
   const char* first = text.data();
   const char* last = first + text.size();
-  if (first != last && *first == '+') ++first;
-  const auto [ptr, ec] = std::from_chars(first, last, out);
-  return ec == std::errc() && ptr == last && first != last;
+  double value{};  // `out` changes only on success
+  const auto [ptr, ec] = std::from_chars(first, last, value);
+  if (ec != std::errc() || ptr != last || first == last) return false;
+  out = value;
+  return true;
 }
 
 void parse_cli_value(const std::string& key, const std::string& text, int64_t& out) {

@@ -1,5 +1,6 @@
 #include "titan/config/toml_overlay.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -115,13 +116,15 @@ void apply_toml_text(TrainerConfig& config, const std::string& text,
   for (const auto& [section_key, section_node] : document) {
     const std::string section(section_key.str());
     const std::string where = location(source_name, section_node);
+    // Checked here, not only per key, so that the error points at the [section] line and an
+    // empty unknown section is caught too.
+    const auto accepted = section_names();
+    if (std::find(accepted.begin(), accepted.end(), section) == accepted.end()) {
+      fail_unknown_section(section, where);
+    }
     const toml::table* fields = section_node.as_table();
     if (fields == nullptr) {
-      // A top-level `key = value` or `[[section]]`: names are accepted only inside [section].
-      const auto accepted = section_names();
-      bool known = false;
-      for (const auto& name : accepted) known = known || name == section;
-      if (!known) fail_unknown_section(section, where);
+      // A top-level `key = value` or `[[section]]`: fields are accepted only inside [section].
       fail(where, ": \"", section, "\" must be a [", section, "] table, got ",
            describe(section_node));
     }

@@ -27,7 +27,10 @@ BpeModel& BpeModel::operator=(BpeModel&& o) noexcept {
   return *this;
 }
 
-BpeModel BpeModel::from_json(const nlohmann::json& model, const std::string& file) {
+BpeModel BpeModel::from_parts(const nlohmann::json& model,
+                              std::vector<std::pair<std::string, int64_t>> vocab,
+                              const std::vector<std::pair<std::string, std::string>>& merges,
+                              const std::string& file) {
   const std::string type = model.value("type", "");
   if (type != "BPE") fail("tokenizer file ", file, ": model type '", type, "' is not supported (only BPE)");
   const auto prefix = model.value("continuing_subword_prefix", nlohmann::json());
@@ -36,55 +39,37 @@ BpeModel BpeModel::from_json(const nlohmann::json& model, const std::string& fil
       (suffix.is_string() && !suffix.get<std::string>().empty())) {
     fail("tokenizer file ", file, ": BPE continuing_subword_prefix / end_of_word_suffix are not supported");
   }
-  if (model.contains("dropout") && !model["dropout"].is_null() && model["dropout"].get<double>() != 0) {
+  if (model.contains("dropout") && model["dropout"].is_number() && model["dropout"].get<double>() != 0) {
     fail("tokenizer file ", file, ": BPE dropout is not supported");
   }
+  if (vocab.empty()) fail("tokenizer file ", file, ": model.vocab is missing or empty");
   BpeModel m;
   m.ignore_merges_ = model.value("ignore_merges", false);
-  if (!model.contains("vocab") || !model["vocab"].is_object()) {
-    fail("tokenizer file ", file, ": model.vocab is missing or not an object");
-  }
-  const auto& vocab = model["vocab"];
   m.vocab_.reserve(vocab.size());
-  for (auto it = vocab.begin(); it != vocab.end(); ++it) {
-    if (!it.value().is_number_integer() || it.value().get<int64_t>() < 0) {
-      fail("tokenizer file ", file, ": model.vocab entry '", it.key(), "' has no valid id");
+  for (auto& [token, id64] : vocab) {
+    if (id64 < 0 || id64 > (1 << 30)) {
+      fail("tokenizer file ", file, ": model.vocab entry '", token, "' has the invalid id ", id64);
     }
-    const auto id = it.value().get<int32_t>();
-    m.vocab_.emplace(it.key(), id);
+    const auto id = static_cast<int32_t>(id64);
     if (static_cast<size_t>(id) >= m.id_to_token_.size()) {
       m.id_to_token_.resize(id + 1);
       m.has_id_.resize(id + 1, false);
     }
-    m.id_to_token_[id] = it.key();
+    m.id_to_token_[id] = token;
     m.has_id_[id] = true;
+    m.vocab_.emplace(std::move(token), id);
   }
   for (int b = 0; b < 256; ++b) {
     const auto id = m.token_to_id(byte_to_unicode_string(static_cast<uint8_t>(b)));
     if (!id) fail("tokenizer file ", file, ": model.vocab lacks the byte-level token for byte ", b);
     m.byte_ids_[b] = *id;
   }
-  if (!model.contains("merges") || !model["merges"].is_array()) {
-    fail("tokenizer file ", file, ": model.merges is missing or not a list");
-  }
-  const auto& merges = model["merges"];
   m.merges_.reserve(merges.size());
+  std::string joined;
   for (size_t rank = 0; rank < merges.size(); ++rank) {
-    const auto& entry = merges[rank];
-    std::string a, b;
-    if (entry.is_string()) {
-      const std::string s = entry.get<std::string>();
-      const size_t space = s.find(' ');
-      if (space == std::string::npos) fail("tokenizer file ", file, ": merge '", s, "' is not 'a b'");
-      a = s.substr(0, space);
-      b = s.substr(space + 1);
-    } else if (entry.is_array() && entry.size() == 2) {
-      a = entry[0].get<std::string>();
-      b = entry[1].get<std::string>();
-    } else {
-      fail("tokenizer file ", file, ": model.merges[", rank, "] is neither 'a b' nor [a, b]");
-    }
-    const auto ia = m.token_to_id(a), ib = m.token_to_id(b), iab = m.token_to_id(a + b);
+    const auto& [a, b] = merges[rank];
+    joined.assign(a).append(b);
+    const auto ia = m.token_to_id(a), ib = m.token_to_id(b), iab = m.token_to_id(joined);
     if (!ia || !ib || !iab) {
       fail("tokenizer file ", file, ": merge '", a, " ", b, "' uses a token missing from the vocab");
     }
@@ -94,7 +79,7 @@ BpeModel BpeModel::from_json(const nlohmann::json& model, const std::string& fil
   return m;
 }
 
-std::optional<int32_t> BpeModel::token_to_id(const std::string& token) const {
+std::optional<int32_t> BpeModel::token_to_id(std::string_view token) const {
   const auto it = vocab_.find(token);
   if (it == vocab_.end()) return std::nullopt;
   return it->second;

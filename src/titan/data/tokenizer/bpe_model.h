@@ -33,8 +33,12 @@ struct BpeScratch {
 
 class BpeModel {
  public:
-  // Reads model.vocab and model.merges ("a b" strings or [a, b] pairs); errors name `file`.
-  static BpeModel from_json(const nlohmann::json& model, const std::string& file);
+  // `model` is the tokenizer.json model section (its type and flags); vocab and merges come
+  // separately, as read_tokenizer_json() streams them. Errors name `file`.
+  static BpeModel from_parts(const nlohmann::json& model,
+                             std::vector<std::pair<std::string, int64_t>> vocab,
+                             const std::vector<std::pair<std::string, std::string>>& merges,
+                             const std::string& file);
 
   BpeModel() = default;
   BpeModel(BpeModel&& other) noexcept;
@@ -44,7 +48,7 @@ class BpeModel {
   // bytes are cached; the cache is shared by threads and guarded by a mutex.
   void encode_word(std::string_view word, BpeScratch& scratch, std::vector<int32_t>& out) const;
 
-  std::optional<int32_t> token_to_id(const std::string& token) const;
+  std::optional<int32_t> token_to_id(std::string_view token) const;
   // The token string of `id` in the byte-level alphabet, or nullptr when the vocab has no such id.
   const std::string* id_to_token(int32_t id) const;
   // One past the largest id in the vocabulary.

@@ -29,15 +29,59 @@ std::string escape_literal(const std::string& s) {
   return out;
 }
 
+// Oniguruma (which `tokenizers` uses) matches \s against Unicode's White_Space property, while
+// PCRE2's UCP \s also takes U+180E MONGOLIAN VOWEL SEPARATOR (white space before Unicode 6.3).
+// Spelling \s and \S out as White_Space classes makes PCRE2 agree with Oniguruma.
+std::string with_white_space_classes(const std::string& pattern) {
+  constexpr const char* kSpace = "\\t-\\r\\x{85}\\p{Z}";
+  std::string out;
+  bool in_class = false;
+  for (size_t i = 0; i < pattern.size(); ++i) {
+    const char c = pattern[i];
+    if (c == '\\' && i + 1 < pattern.size()) {
+      const char e = pattern[++i];
+      if (e == 's') {
+        out += in_class ? std::string(kSpace) : "[" + std::string(kSpace) + "]";
+      } else if (e == 'S' && !in_class) {
+        out += "[^" + std::string(kSpace) + "]";
+      } else {
+        out += c;
+        out += e;
+      }
+      continue;
+    }
+    if (!in_class && c == '[') {
+      in_class = true;
+      out += c;
+      // A ']' right after '[' or '[^' is a literal member, not the end of the class.
+      if (i + 1 < pattern.size() && pattern[i + 1] == '^') out += pattern[++i];
+      if (i + 1 < pattern.size() && pattern[i + 1] == ']') out += pattern[++i];
+      continue;
+    }
+    if (in_class && c == '[' && i + 1 < pattern.size() && pattern[i + 1] == ':') {
+      const size_t end = pattern.find(":]", i + 2);  // a POSIX class such as [:alpha:]
+      if (end != std::string::npos) {
+        out.append(pattern, i, end + 2 - i);
+        i = end + 1;
+        continue;
+      }
+    }
+    if (in_class && c == ']') in_class = false;
+    out += c;
+  }
+  return out;
+}
+
 }  // namespace
 
 // A compiled pattern (RAII over pcre2_code).
 class SplitRegex {
  public:
-  SplitRegex(const std::string& pattern, const std::string& file) : pattern_(pattern) {
+  SplitRegex(const std::string& pattern, const std::string& file)
+      : pattern_(with_white_space_classes(pattern)) {
     int error = 0;
     PCRE2_SIZE offset = 0;
-    code_ = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
+    code_ = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern_.data()), pattern_.size(),
                           PCRE2_UTF | PCRE2_UCP, &error, &offset, nullptr);
     if (!code_) {
       fail("tokenizer file ", file, ": cannot compile pre-tokenizer regex '", pattern,

@@ -1,8 +1,6 @@
 #include "titan/data/tokenizer/tokenizer.h"
 
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <unordered_map>
 
 #include <nlohmann/json.hpp>
@@ -13,6 +11,7 @@
 #include "titan/data/tokenizer/byte_level.h"
 #include "titan/data/tokenizer/normalizer.h"
 #include "titan/data/tokenizer/pre_tokenizer.h"
+#include "titan/data/tokenizer/tokenizer_json.h"
 
 namespace titan::data {
 namespace {
@@ -24,18 +23,6 @@ struct EncodeScratch {
   PreTokenizerScratch pre;
   BpeScratch bpe;
 };
-
-nlohmann::json read_json_file(const std::string& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) fail("tokenizer file ", file, " not found or not readable");
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  try {
-    return nlohmann::json::parse(buffer.str());
-  } catch (const nlohmann::json::exception& e) {
-    fail("tokenizer file ", file, " is not valid JSON: ", e.what());
-  }
-}
 
 void check_section(const nlohmann::json& j, const char* key, const char* allowed,
                    const std::string& file) {
@@ -94,7 +81,8 @@ Tokenizer Tokenizer::from_directory(const std::string& dir) {
   const std::string file =
       fs::is_regular_file(dir, ec) ? dir : (fs::path(dir) / "tokenizer.json").string();
   if (!fs::exists(file, ec)) fail("tokenizer file ", file, " not found");
-  const nlohmann::json j = read_json_file(file);
+  TokenizerJson parsed = read_tokenizer_json(file);
+  const nlohmann::json& j = parsed.rest;
   auto impl = std::make_unique<Impl>();
   impl->path = file;
   try {
@@ -109,7 +97,8 @@ Tokenizer Tokenizer::from_directory(const std::string& dir) {
     check_section(j, "decoder", "ByteLevel", file);
     impl->normalizer = Normalizer::from_json(j.value("normalizer", nlohmann::json()), file);
     impl->pre_tokenizer = PreTokenizer::from_json(j.value("pre_tokenizer", nlohmann::json()), file);
-    impl->model = BpeModel::from_json(j["model"], file);
+    impl->model = BpeModel::from_parts(j["model"], std::move(parsed.vocab), parsed.merges, file);
+    parsed.merges = {};
 
     std::vector<AddedToken> raw, normalized;
     std::vector<std::pair<int32_t, std::string>> added_contents;

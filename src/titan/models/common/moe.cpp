@@ -1,5 +1,7 @@
 #include "titan/models/common/moe.h"
 
+#include <ATen/core/grad_mode.h>
+
 namespace titan::models {
 
 Routing route_tokens(const at::Tensor& x, const at::Tensor& router_weight, int64_t top_k,

@@ -1,6 +1,7 @@
 #include "titan/models/qwen3/model.h"
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/core/grad_mode.h>
 
 #include "titan/common/error.h"
 #include "titan/models/common/attention.h"

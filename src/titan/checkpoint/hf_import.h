@@ -1,0 +1,22 @@
+// Hugging Face import: config.json and safetensors weights of a model directory into a
+// built model, through the model spec's state-dict adapter (QWEN3_SPEC.md 5.2, 5.3).
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+
+#include "titan/models/model_spec.h"
+
+namespace titan::checkpoint {
+
+// <dir>/config.json parsed; a missing file or invalid JSON throws titan::Error naming it.
+nlohmann::json read_hf_config(const std::string& dir);
+
+// Loads model.safetensors (or the sharded index) of `dir` into `model`'s parameters, casting
+// to their dtype/device. Every tensor is read, converted and shape-checked before the first
+// parameter is written: on any error (missing, unexpected or mis-shaped tensors, named) the
+// model is left unchanged.
+void load_hf_weights(models::Model& model, const models::ModelSpec& spec, const std::string& dir);
+
+}  // namespace titan::checkpoint

@@ -1,0 +1,55 @@
+// The documents of one dataset file, by index:
+//   .jsonl  one JSON object per line with a string field "text" (blank lines are skipped);
+//   .txt    (or any other name) the whole file is one document.
+// A bad line is a titan::Error naming file:line when that document is read.
+#pragma once
+
+#include <cstdint>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace titan::data {
+
+class DocumentSource {
+ public:
+  // Throws titan::Error naming `path` when it is missing or unreadable.
+  static std::unique_ptr<DocumentSource> open(const std::string& path);
+  virtual ~DocumentSource() = default;
+
+  virtual int64_t size() const = 0;
+  // Text of document `index` (0 <= index < size()). Not thread-safe (reads through one stream).
+  virtual std::string text(int64_t index) = 0;
+  const std::string& path() const { return path_; }
+
+ protected:
+  explicit DocumentSource(std::string path) : path_(std::move(path)) {}
+  std::string path_;
+};
+
+// A .jsonl file, indexed once at opening (offset and line number of every non-blank line) so that
+// any document can be read on demand, e.g. when a resumed run seeks to where it stopped.
+class JsonlSource : public DocumentSource {
+ public:
+  explicit JsonlSource(const std::string& path);
+  int64_t size() const override { return static_cast<int64_t>(lines_.size()); }
+  std::string text(int64_t index) override;
+
+ private:
+  struct Line {
+    uint64_t offset, length, number;
+  };
+  std::vector<Line> lines_;
+  std::ifstream in_;
+};
+
+// A plain text file: one document, the whole file.
+class TextFileSource : public DocumentSource {
+ public:
+  explicit TextFileSource(const std::string& path);
+  int64_t size() const override { return 1; }
+  std::string text(int64_t index) override;
+};
+
+}  // namespace titan::data

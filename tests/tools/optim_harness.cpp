@@ -1,0 +1,187 @@
+// Test-only driver for the training math, so the pytest peers (torch.optim.AdamW, LambdaLR with
+// torchtitan's formula, clip_grad_norm_, F.cross_entropy) can check it end to end.
+//
+//   titan_optim_harness optim --input IN --output OUT --steps K [options]
+//     IN holds "param/<name>" and "grad/<k>/<name>" (k = 0..K-1; a missing grad means the
+//     parameter has none that step). Runs K steps of clip -> AdamW(lr schedule) and writes
+//     "param/<name>", "state/<key>" (AdamW::state()), "lr" [K] and "grad_norm" [K] (float64).
+//     --resume-at R rebuilds optimizer and scheduler from saved state after R steps.
+//   titan_optim_harness loss --input IN --output OUT [--chunk C --grad-scale S]
+//     IN holds "logits", "labels", "hidden", "weight", "hidden_labels". Writes the losses, the
+//     token count and the gradients of grad_scale * mean loss.
+#include <ATen/ATen.h>
+
+#include <cstdlib>
+#include <iostream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "titan/checkpoint/safetensors.h"
+#include "titan/common/error.h"
+#include "titan/train/grad_clip.h"
+#include "titan/train/loss.h"
+#include "titan/train/lr_scheduler.h"
+#include "titan/train/optimizer.h"
+
+namespace {
+
+using titan::train::NamedTensors;
+
+// "--key value" pairs after the mode.
+class Flags {
+ public:
+  Flags(int argc, char** argv) {
+    for (int i = 2; i < argc; i += 2) {
+      const std::string key = argv[i];
+      TITAN_CHECK(key.rfind("--", 0) == 0 && i + 1 < argc, "expected --key value, got '", key, "'");
+      values_[key.substr(2)] = argv[i + 1];
+    }
+  }
+  std::string str(const std::string& key, const std::string& fallback = "") const {
+    auto it = values_.find(key);
+    if (it != values_.end()) return it->second;
+    TITAN_CHECK(!fallback.empty() || key == "param-groups", "missing --", key);
+    return fallback;
+  }
+  double num(const std::string& key, double fallback) const {
+    auto it = values_.find(key);
+    return it == values_.end() ? fallback : std::stod(it->second);
+  }
+
+ private:
+  std::map<std::string, std::string> values_;
+};
+
+std::vector<std::string> split(const std::string& text, char sep) {
+  std::vector<std::string> parts;
+  size_t start = 0;
+  while (start <= text.size() && !text.empty()) {
+    const size_t end = text.find(sep, start);
+    parts.push_back(text.substr(start, end - start));
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  return parts;
+}
+
+at::Tensor as_tensor(const std::vector<double>& values) {
+  return at::tensor(values, at::TensorOptions().dtype(at::kDouble));
+}
+
+NamedTensors deep_copy(const NamedTensors& tensors) {
+  NamedTensors out;
+  for (const auto& [name, t] : tensors) out.emplace_back(name, t.clone());
+  return out;
+}
+
+int run_optim(const Flags& flags) {
+  namespace ckpt = titan::checkpoint;
+  const auto input = ckpt::SafetensorsFile::open(flags.str("input"));
+  const int64_t steps = static_cast<int64_t>(flags.num("steps", 1));
+  const int64_t resume_at = static_cast<int64_t>(flags.num("resume-at", -1));
+
+  titan::config::OptimizerConfig oc;
+  oc.lr = flags.num("lr", oc.lr);
+  oc.betas = {flags.num("beta1", 0.9), flags.num("beta2", 0.95)};
+  oc.eps = flags.num("eps", oc.eps);
+  oc.weight_decay = flags.num("weight-decay", oc.weight_decay);
+  oc.implementation = flags.str("impl", "fused");
+  oc.param_groups = split(flags.str("param-groups"), ';');
+  titan::config::LRSchedulerConfig sc;
+  sc.warmup_steps = static_cast<int64_t>(flags.num("warmup", 0));
+  sc.total_steps = static_cast<int64_t>(flags.num("total-steps", -1));
+  sc.decay_ratio = flags.num("decay-ratio", -1);
+  sc.decay_type = flags.str("decay-type", "linear");
+  sc.min_lr_factor = flags.num("min-lr-factor", 0);
+  const double max_norm = flags.num("max-norm", 1.0);
+
+  NamedTensors params;
+  for (const auto& info : input.tensors())
+    if (info.name.rfind("param/", 0) == 0)
+      params.emplace_back(info.name.substr(6), input.tensor(info.name).clone().requires_grad_(true));
+
+  auto optimizer = std::make_unique<titan::train::AdamW>(params, oc);
+  auto scheduler = std::make_unique<titan::train::LRScheduler>(sc, steps, oc.lr);
+  std::vector<double> lrs, norms;
+  for (int64_t k = 0; k < steps; ++k) {
+    if (k == resume_at) {
+      // What a checkpoint round trip does: copies of params and state into fresh objects.
+      const NamedTensors saved_state = deep_copy(optimizer->state());
+      params = deep_copy(params);
+      for (auto& [name, p] : params) p.requires_grad_(true);
+      optimizer = std::make_unique<titan::train::AdamW>(params, oc);
+      optimizer->load_state(saved_state);
+      const int64_t taken = scheduler->steps_taken();
+      scheduler = std::make_unique<titan::train::LRScheduler>(sc, steps, oc.lr);
+      scheduler->set_steps_taken(taken);
+    }
+    std::vector<at::Tensor> tensors;
+    for (auto& [name, p] : params) {
+      const std::string key = "grad/" + std::to_string(k) + "/" + name;
+      if (input.contains(key)) p.mutable_grad() = input.tensor(key).clone();
+      tensors.push_back(p);
+    }
+    norms.push_back(titan::train::clip_grad_norm(tensors, max_norm));
+    lrs.push_back(scheduler->current_lr());
+    optimizer->step(scheduler->current_lr());
+    scheduler->step();
+    optimizer->zero_grad();
+  }
+
+  NamedTensors out;
+  for (const auto& [name, p] : params) out.emplace_back("param/" + name, p.detach());
+  for (const auto& [key, t] : optimizer->state()) out.emplace_back("state/" + key, t);
+  out.emplace_back("lr", as_tensor(lrs));
+  out.emplace_back("grad_norm", as_tensor(norms));
+  ckpt::write_safetensors(flags.str("output"), out);
+  return 0;
+}
+
+int run_loss(const Flags& flags) {
+  namespace ckpt = titan::checkpoint;
+  namespace tt = titan::train;
+  const auto input = ckpt::SafetensorsFile::open(flags.str("input"));
+  const int64_t chunk = static_cast<int64_t>(flags.num("chunk", 0));
+  const double grad_scale = flags.num("grad-scale", 1.0);
+  NamedTensors out;
+
+  const at::Tensor logits = input.tensor("logits").clone().requires_grad_(true);
+  const at::Tensor labels = input.tensor("labels").clone();
+  const at::Tensor ce_mean = tt::cross_entropy_loss(logits, labels);
+  (ce_mean * grad_scale).backward();
+  out.emplace_back("ce_mean", ce_mean.detach());
+  out.emplace_back("ce_sum", tt::cross_entropy_sum(logits, labels).detach());
+  out.emplace_back("ce_grad_logits", logits.grad());
+  out.emplace_back("count", at::scalar_tensor(tt::count_valid_tokens(labels), at::kLong));
+
+  const at::Tensor hidden = input.tensor("hidden").clone().requires_grad_(true);
+  const at::Tensor weight = input.tensor("weight").clone().requires_grad_(true);
+  const at::Tensor hidden_labels = input.tensor("hidden_labels").clone();
+  const at::Tensor fl_mean = tt::linear_cross_entropy_loss(hidden, weight, hidden_labels, -100, chunk);
+  (fl_mean * grad_scale).backward();
+  out.emplace_back("flce_mean", fl_mean.detach());
+  out.emplace_back("flce_sum",
+                   tt::linear_cross_entropy_sum(hidden.detach(), weight.detach(), hidden_labels,
+                                                -100, chunk));
+  out.emplace_back("flce_grad_hidden", hidden.grad());
+  out.emplace_back("flce_grad_weight", weight.grad());
+  ckpt::write_safetensors(flags.str("output"), out);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    const std::string mode = argc > 1 ? argv[1] : "";
+    const Flags flags(argc, argv);
+    if (mode == "optim") return run_optim(flags);
+    if (mode == "loss") return run_loss(flags);
+    std::cerr << "usage: titan_optim_harness optim|loss --input IN --output OUT [...]\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 1;
+  }
+}

@@ -1,0 +1,137 @@
+// The built-in `qwen3` config functions: each resolves, validates, names a real flavor and
+// prints to TOML that reads back to itself; fine-tunes and the default job keep their promises.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+
+#include "config_test_util.h"
+#include "titan/config/config_fields.h"
+#include "titan/config/resolve.h"
+#include "titan/config/toml_overlay.h"
+#include "titan/config/validate.h"
+#include "titan/models/builtin_configs.h"
+#include "titan/models/qwen3/qwen3_args.h"
+
+namespace titan::config {
+namespace {
+
+using testing::flatten;
+
+const std::vector<std::string> kSizes = {"0_6b", "1_7b", "4b",      "8b",
+                                         "14b",  "32b",  "30b_a3b", "235b_a22b"};
+
+TrainerConfig resolve_builtin(const std::string& name, std::vector<std::string> extra = {}) {
+  std::vector<std::string> args = {"--module", "qwen3", "--config", name};
+  args.insert(args.end(), extra.begin(), extra.end());
+  ResolveOptions options;
+  options.registry = &models::builtin_config_registry();
+  return resolve_config(args, options);
+}
+
+TEST(Qwen3Configs, RegistersEveryPromisedFunction) {
+  const auto& registry = models::builtin_config_registry();
+  std::vector<std::string> expected = {"qwen3_debugmodel", "qwen3_debugmodel_moe",
+                                       "qwen3_debugmodel_default_job"};
+  for (const auto& size : kSizes) {
+    expected.push_back("qwen3_" + size);
+    expected.push_back("qwen3_" + size + "_finetune");
+  }
+  std::vector<std::string> registered;
+  for (const auto& fn : registry.functions("qwen3")) {
+    registered.push_back(fn.name);
+    EXPECT_FALSE(fn.description.empty()) << fn.name;
+  }
+  std::sort(expected.begin(), expected.end());
+  std::sort(registered.begin(), registered.end());
+  EXPECT_EQ(registered, expected);
+  // Registration runs once however often the accessor is called.
+  EXPECT_EQ(&models::builtin_config_registry(), &registry);
+  EXPECT_EQ(registry.functions("qwen3").size(), expected.size());
+}
+
+TEST(Qwen3Configs, EachResolvesValidatesAndNamesARealFlavor) {
+  const auto flavors = models::qwen3_flavor_names();
+  for (const auto& fn : models::builtin_config_registry().functions("qwen3")) {
+    SCOPED_TRACE(fn.name);
+    const TrainerConfig c = resolve_builtin(fn.name);
+    EXPECT_NO_THROW(validate_config(c));
+    EXPECT_EQ(c.model.name, "qwen3");
+    EXPECT_NE(std::find(flavors.begin(), flavors.end(), c.model.flavor), flavors.end())
+        << c.model.flavor;
+    EXPECT_EQ(c.training.device, "auto");
+    // Printed TOML is a config file that reproduces the config exactly.
+    TrainerConfig reloaded;
+    apply_toml_text(reloaded, to_toml(c), fn.name + ".toml");
+    EXPECT_EQ(flatten(reloaded), flatten(c));
+  }
+}
+
+TEST(Qwen3Configs, DebugModelsAreTinyWithTheRealVocabulary) {
+  for (const char* name : {"qwen3_debugmodel", "qwen3_debugmodel_moe"}) {
+    SCOPED_TRACE(name);
+    const TrainerConfig c = resolve_builtin(name);
+    const auto args = models::qwen3_flavor(c.model.flavor);
+    EXPECT_EQ(args.vocab_size, 151936);
+    EXPECT_LE(args.hidden_size, 512);
+    EXPECT_EQ(c.training.steps, 20);
+    EXPECT_GE(c.training.local_batch_size, 4);
+    EXPECT_LE(c.training.local_batch_size, 8);
+    EXPECT_EQ(c.training.seq_len, 256);
+    EXPECT_EQ(c.optimizer.lr, 8e-4);
+    EXPECT_EQ(c.lr_scheduler.warmup_steps, 2);
+  }
+  EXPECT_TRUE(models::qwen3_flavor(resolve_builtin("qwen3_debugmodel_moe").model.flavor).is_moe());
+  EXPECT_FALSE(models::qwen3_flavor(resolve_builtin("qwen3_debugmodel").model.flavor).is_moe());
+}
+
+TEST(Qwen3Configs, FineTunesLoadAndExportHuggingFaceAtTheirSize) {
+  for (const auto& size : kSizes) {
+    SCOPED_TRACE(size);
+    const TrainerConfig base = resolve_builtin("qwen3_" + size);
+    const TrainerConfig ft = resolve_builtin("qwen3_" + size + "_finetune");
+    EXPECT_EQ(ft.model.flavor, base.model.flavor);
+    EXPECT_TRUE(ft.checkpoint.initial_load_in_hf);
+    EXPECT_TRUE(ft.checkpoint.last_save_in_hf);
+    EXPECT_EQ(ft.checkpoint.export_dtype, "bfloat16");
+    EXPECT_LT(ft.optimizer.lr, base.optimizer.lr / 5);
+    EXPECT_EQ(ft.lr_scheduler.decay_type, "cosine");
+    const double warmup_fraction =
+        static_cast<double>(ft.lr_scheduler.warmup_steps) / ft.training.steps;
+    EXPECT_GE(warmup_fraction, 0.01);
+    EXPECT_LE(warmup_fraction, 0.05);
+    EXPECT_EQ(ft.model.hf_assets_path, "assets/hf/Qwen3-" + ft.model.flavor);
+    // Real sizes train long sequences.
+    EXPECT_EQ(base.training.seq_len, 4096);
+    EXPECT_FALSE(base.checkpoint.initial_load_in_hf);
+  }
+}
+
+TEST(Qwen3Configs, DefaultJobUsesTheLocalCorpusAndTokenizer) {
+  const TrainerConfig c = resolve_builtin("qwen3_debugmodel_default_job");
+  EXPECT_EQ(c.model.flavor, "debugmodel");
+  EXPECT_EQ(c.training.dataset_path, "assets/corpus/python_stdlib.jsonl");
+  EXPECT_EQ(c.model.hf_assets_path, "assets/qwen3-tokenizer");
+  EXPECT_TRUE(c.checkpoint.last_save_in_hf);
+  EXPECT_EQ(c.metrics.log_freq, 10);
+  const std::filesystem::path root = TITAN_SOURCE_DIR;
+  EXPECT_TRUE(std::filesystem::exists(root / c.model.hf_assets_path / "tokenizer.json"));
+  // The corpus is assembled at set-up; check it only where set-up has run.
+  if (std::filesystem::exists(root / "assets/corpus")) {
+    EXPECT_TRUE(std::filesystem::exists(root / c.training.dataset_path));
+  }
+}
+
+TEST(Qwen3Configs, OverridesApplyOnTopOfAFunction) {
+  const TrainerConfig c = resolve_builtin(
+      "qwen3_0_6b_finetune", {"--training.steps", "50", "--model.flavor", "auto",
+                              "--checkpoint.enable=false"});
+  EXPECT_EQ(c.training.steps, 50);
+  EXPECT_EQ(c.model.flavor, "auto");
+  EXPECT_FALSE(c.checkpoint.enable);
+  EXPECT_EQ(c.optimizer.lr, resolve_builtin("qwen3_0_6b_finetune").optimizer.lr);
+}
+
+}  // namespace
+}  // namespace titan::config

@@ -1,0 +1,130 @@
+// The --config-file overlay: types, partial overlays, and every error naming file and key.
+#include "titan/config/toml_overlay.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "config_test_util.h"
+
+namespace titan::config {
+namespace {
+
+using testing::error_of;
+using testing::flatten;
+
+std::string write_temp(const std::string& name, const std::string& text) {
+  const auto path = std::filesystem::path(::testing::TempDir()) / name;
+  std::ofstream(path) << text;
+  return path.string();
+}
+
+TEST(TomlOverlay, SetsEveryTypeAndLeavesOtherFieldsAlone) {
+  TrainerConfig c;
+  apply_toml_text(c, R"(
+[training]
+steps = 100
+max_norm = 2          # an integer where a float is expected is fine
+deterministic = true
+dataset_path = "data/x.jsonl"
+
+[optimizer]
+betas = [0.8, 1]
+param_groups = ["*.bias=0", "*=0.1"]
+)",
+                  "job.toml");
+  EXPECT_EQ(c.training.steps, 100);
+  EXPECT_EQ(c.training.max_norm, 2.0);
+  EXPECT_TRUE(c.training.deterministic);
+  EXPECT_EQ(c.training.dataset_path, "data/x.jsonl");
+  EXPECT_EQ(c.optimizer.betas, (std::vector<double>{0.8, 1.0}));
+  EXPECT_EQ(c.optimizer.param_groups, (std::vector<std::string>{"*.bias=0", "*=0.1"}));
+  // Untouched fields keep their values.
+  TrainerConfig expected;
+  expected.training.steps = 100;
+  expected.training.max_norm = 2.0;
+  expected.training.deterministic = true;
+  expected.training.dataset_path = "data/x.jsonl";
+  expected.optimizer.betas = {0.8, 1.0};
+  expected.optimizer.param_groups = {"*.bias=0", "*=0.1"};
+  EXPECT_EQ(flatten(c), flatten(expected));
+}
+
+TEST(TomlOverlay, EmptyArrayClearsAList) {
+  TrainerConfig c;
+  apply_toml_text(c, "[optimizer]\nbetas = []\n", "job.toml");
+  EXPECT_TRUE(c.optimizer.betas.empty());
+}
+
+TEST(TomlOverlay, WrongTypeNamesFileLineKeyAndValue) {
+  TrainerConfig c;
+  auto message =
+      error_of([&] { apply_toml_text(c, "[training]\n\nsteps = \"ten\"\n", "job.toml"); });
+  EXPECT_CONTAINS(message, "config file job.toml, line 3");
+  EXPECT_CONTAINS(message, "training.steps: expected an integer, got string \"ten\"");
+
+  message = error_of([&] { apply_toml_text(c, "[training]\nsteps = 1.5\n", "job.toml"); });
+  EXPECT_CONTAINS(message, "training.steps: expected an integer, got float 1.5");
+  message = error_of([&] { apply_toml_text(c, "[checkpoint]\nenable = 1\n", "job.toml"); });
+  EXPECT_CONTAINS(message, "checkpoint.enable: expected a boolean, got integer 1");
+  message = error_of([&] { apply_toml_text(c, "[optimizer]\nlr = \"fast\"\n", "job.toml"); });
+  EXPECT_CONTAINS(message, "optimizer.lr: expected a number, got string \"fast\"");
+  message = error_of([&] { apply_toml_text(c, "[job]\ndump_folder = 3\n", "job.toml"); });
+  EXPECT_CONTAINS(message, "job.dump_folder: expected a string, got integer 3");
+  message = error_of([&] { apply_toml_text(c, "[optimizer]\nbetas = 0.9\n", "job.toml"); });
+  EXPECT_CONTAINS(message, "optimizer.betas: expected a list of numbers, got float 0.9");
+  message =
+      error_of([&] { apply_toml_text(c, "[optimizer]\nbetas = [0.9, \"x\"]\n", "job.toml"); });
+  EXPECT_CONTAINS(message, "optimizer.betas[1]: expected a number, got string \"x\"");
+  message = error_of(
+      [&] { apply_toml_text(c, "[optimizer]\nparam_groups = [\"a=1\", 2]\n", "job.toml"); });
+  EXPECT_CONTAINS(message, "optimizer.param_groups[1]: expected a string, got integer 2");
+  message = error_of([&] { apply_toml_text(c, "[training.steps]\nx = 1\n", "job.toml"); });
+  EXPECT_CONTAINS(message, "training.steps: expected an integer, got a table");
+}
+
+TEST(TomlOverlay, UnknownSectionAndKeyNameThemAndListTheAccepted) {
+  TrainerConfig c;
+  auto message = error_of([&] { apply_toml_text(c, "[trainer]\nsteps = 1\n", "job.toml"); });
+  EXPECT_CONTAINS(message, "config file job.toml, line 1");
+  EXPECT_CONTAINS(message, "unknown config section \"trainer\"");
+  EXPECT_CONTAINS(message, "accepted sections: job, model, training");
+
+  message = error_of([&] { apply_toml_text(c, "[training]\nstepz = 1\n", "job.toml"); });
+  EXPECT_CONTAINS(message, "config file job.toml, line 2");
+  EXPECT_CONTAINS(message, "unknown config key \"stepz\" in section [training]");
+  EXPECT_CONTAINS(message, "accepted keys: steps, local_batch_size");
+
+  message = error_of([&] { apply_toml_text(c, "steps = 1\n", "job.toml"); });
+  EXPECT_CONTAINS(message, "unknown config section \"steps\"");
+  message = error_of([&] { apply_toml_text(c, "training = 1\n", "job.toml"); });
+  EXPECT_CONTAINS(message, "\"training\" must be a [training] table");
+}
+
+TEST(TomlOverlay, SyntaxErrorNamesFileAndLine) {
+  TrainerConfig c;
+  const auto message = error_of(
+      [&] { apply_toml_text(c, "[training]\nsteps = 1\nseq_len = = 2\n", "broken.toml"); });
+  EXPECT_CONTAINS(message, "config file broken.toml, line 3");
+  EXPECT_CONTAINS(message, "TOML syntax error");
+}
+
+TEST(TomlOverlay, ReadsFilesAndNamesMissingOnes) {
+  TrainerConfig c;
+  apply_toml_file(c, write_temp("overlay_ok.toml", "[metrics]\nlog_freq = 5\n"));
+  EXPECT_EQ(c.metrics.log_freq, 5);
+
+  const std::string missing = (std::filesystem::path(::testing::TempDir()) / "nope.toml").string();
+  auto message = error_of([&] { apply_toml_file(c, missing); });
+  EXPECT_CONTAINS(message, "config file " + missing + ": no such file");
+  message = error_of([&] { apply_toml_file(c, ::testing::TempDir()); });
+  EXPECT_CONTAINS(message, "not a file");
+
+  const std::string bad = write_temp("overlay_bad.toml", "[metrics]\nlog_freq = \"x\"\n");
+  message = error_of([&] { apply_toml_file(c, bad); });
+  EXPECT_CONTAINS(message, "config file " + bad + ", line 2: metrics.log_freq");
+}
+
+}  // namespace
+}  // namespace titan::config

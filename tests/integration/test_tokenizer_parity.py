@@ -80,7 +80,7 @@ def titan_encode_jsonl(texts, tokenizer=TOKENIZER_DIR):
     proc = subprocess.run([str(TITAN), "encode", "--tokenizer", str(tokenizer), "--jsonl"],
                           input=payload, capture_output=True, timeout=120)
     assert proc.returncode == 0, proc.stderr.decode()
-    lines = proc.stdout.decode().splitlines()
+    lines = proc.stdout.decode().split("\n")[:-1]  # not splitlines(): texts may hold U+2028
     assert len(lines) == len(texts)
     return [json.loads(line) for line in lines]
 
@@ -116,7 +116,7 @@ def titan_decode_jsonl(id_lists):
     payload = "".join(json.dumps(ids) + "\n" for ids in id_lists).encode()
     proc = titan_run(["decode", "--tokenizer", str(TOKENIZER_DIR), "--jsonl"], payload)
     assert proc.returncode == 0, proc.stderr.decode()
-    return [json.loads(line) for line in proc.stdout.decode().splitlines()]
+    return [json.loads(line) for line in proc.stdout.decode().split("\n")[:-1]]
 
 
 def test_decode_round_trip(titan_bin, hf):
@@ -160,3 +160,24 @@ def test_errors_are_one_line(titan_bin, tmp_path):
     assert out_of_range.returncode != 0 and b"999999" in out_of_range.stderr
     for sub in ("encode", "decode", "tokenize"):
         assert titan_run([sub, "--help"], b"").returncode == 0
+
+
+def test_tokenize_shards_hold_hf_ids(titan_bin, hf, tmp_path):
+    corpus = tmp_path / "docs.jsonl"
+    corpus.write_text("".join(json.dumps({"text": t}) + "\n" for t in CORPUS[1:12]))
+    text_doc = tmp_path / "doc.txt"
+    text_doc.write_text("a whole file\nis one document\n")
+    prefix = tmp_path / "shards" / "corpus"
+    proc = titan_run(["tokenize", "--tokenizer", str(TOKENIZER_DIR), "--input", str(corpus),
+                      str(text_doc), "--output", str(prefix), "--shard-tokens", "40"], b"")
+    assert proc.returncode == 0, proc.stderr.decode()
+    meta = json.loads(prefix.with_suffix(".json").read_text())
+    eos = hf.token_to_id("<|endoftext|>")
+    expected = []
+    for text in CORPUS[1:12] + [text_doc.read_text()]:
+        expected += hf.encode(text).ids + [eos]
+    ids = []
+    for shard in meta["shards"]:
+        data = (prefix.parent / shard["file"]).read_bytes()
+        ids += [int.from_bytes(data[i:i + 4], "little") for i in range(0, len(data), 4)]
+    assert ids == expected and meta["tokens"] == len(expected) and len(meta["shards"]) > 1

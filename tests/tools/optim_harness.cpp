@@ -96,10 +96,13 @@ int run_optim(const Flags& flags) {
   sc.min_lr_factor = flags.num("min-lr-factor", 0);
   const double max_norm = flags.num("max-norm", 1.0);
 
+  // Parameter order matters for the summation order of the global grad norm, so it comes from
+  // the metadata entry "param_order" (comma-separated), as the peer lists them.
+  const auto order = input.metadata().find("param_order");
+  TITAN_CHECK(order != input.metadata().end(), flags.str("input"), ": no param_order metadata");
   NamedTensors params;
-  for (const auto& info : input.tensors())
-    if (info.name.rfind("param/", 0) == 0)
-      params.emplace_back(info.name.substr(6), input.tensor(info.name).clone().requires_grad_(true));
+  for (const std::string& name : split(order->second, ','))
+    params.emplace_back(name, input.tensor("param/" + name).clone().requires_grad_(true));
 
   auto optimizer = std::make_unique<titan::train::AdamW>(params, oc);
   auto scheduler = std::make_unique<titan::train::LRScheduler>(sc, steps, oc.lr);
@@ -158,12 +161,12 @@ int run_loss(const Flags& flags) {
   const at::Tensor hidden = input.tensor("hidden").clone().requires_grad_(true);
   const at::Tensor weight = input.tensor("weight").clone().requires_grad_(true);
   const at::Tensor hidden_labels = input.tensor("hidden_labels").clone();
-  const at::Tensor fl_mean = tt::linear_cross_entropy_loss(hidden, weight, hidden_labels, -100, chunk);
+  const at::Tensor fl_mean =
+      tt::linear_cross_entropy_loss(hidden, weight, hidden_labels, -100, chunk);
   (fl_mean * grad_scale).backward();
   out.emplace_back("flce_mean", fl_mean.detach());
-  out.emplace_back("flce_sum",
-                   tt::linear_cross_entropy_sum(hidden.detach(), weight.detach(), hidden_labels,
-                                                -100, chunk));
+  out.emplace_back("flce_sum", tt::linear_cross_entropy_sum(hidden.detach(), weight.detach(),
+                                                            hidden_labels, -100, chunk));
   out.emplace_back("flce_grad_hidden", hidden.grad());
   out.emplace_back("flce_grad_weight", weight.grad());
   ckpt::write_safetensors(flags.str("output"), out);

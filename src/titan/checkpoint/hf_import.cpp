@@ -13,7 +13,8 @@ namespace titan::checkpoint {
 nlohmann::json read_hf_config(const std::string& dir) {
   const std::filesystem::path path = std::filesystem::path(dir) / "config.json";
   std::ifstream in(path);
-  TITAN_CHECK(in, path.string(), " does not exist or cannot be read (a Hugging Face model "
+  TITAN_CHECK(in, path.string(),
+              " does not exist or cannot be read (a Hugging Face model "
               "directory needs config.json)");
   try {
     return nlohmann::json::parse(in);

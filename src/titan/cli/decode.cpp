@@ -62,7 +62,8 @@ int run_decode(const Args& args) {
       fail("decode: unexpected argument '", args[i], "'; see titan decode --help");
     }
   }
-  TITAN_CHECK(!tokenizer_dir.empty(), "decode: --tokenizer DIR is required; see titan decode --help");
+  TITAN_CHECK(!tokenizer_dir.empty(),
+              "decode: --tokenizer DIR is required; see titan decode --help");
   const auto tokenizer = data::Tokenizer::from_directory(tokenizer_dir);
 
   std::string input;

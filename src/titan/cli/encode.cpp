@@ -60,7 +60,8 @@ int run_encode(const Args& args) {
       fail("encode: unexpected argument '", args[i], "'; see titan encode --help");
     }
   }
-  TITAN_CHECK(!tokenizer_dir.empty(), "encode: --tokenizer DIR is required; see titan encode --help");
+  TITAN_CHECK(!tokenizer_dir.empty(),
+              "encode: --tokenizer DIR is required; see titan encode --help");
   const auto tokenizer = data::Tokenizer::from_directory(tokenizer_dir);
   const std::string input = read_all_stdin();
 

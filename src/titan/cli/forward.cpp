@@ -4,6 +4,7 @@
 // mean) plus any auxiliary loss, backpropagates, and writes `loss` and `grad.<name>` for
 // every parameter.
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 
 #include <filesystem>
 #include <fstream>
@@ -79,8 +80,8 @@ ForwardOptions parse_options(const Args& args) {
   TITAN_CHECK(o.tokens.empty() != o.tokens_file.empty(),
               "titan forward: give exactly one of --tokens and --tokens-file");
   TITAN_CHECK(!o.output.empty(), "titan forward: --output FILE is required");
-  TITAN_CHECK(o.backend == "native" || o.backend == "transformers",
-              "titan forward: --backend '", o.backend, "' is not native or transformers");
+  TITAN_CHECK(o.backend == "native" || o.backend == "transformers", "titan forward: --backend '",
+              o.backend, "' is not native or transformers");
   TITAN_CHECK(o.backend == "native",
               "titan forward: --backend transformers is not built yet; use --backend native");
   TITAN_CHECK(o.dtype == "float32" || o.dtype == "bfloat16", "titan forward: --dtype '", o.dtype,
@@ -177,7 +178,8 @@ int run_forward(const Args& args) {
   const at::Tensor extra = model->extra_loss();
   if (extra.defined()) loss = loss + extra;
   loss.backward();
-  checkpoint::write_safetensors(o.output, {{"logits", logits[0].detach().to(at::kFloat).contiguous()}});
+  checkpoint::write_safetensors(o.output,
+                                {{"logits", logits[0].detach().to(at::kFloat).contiguous()}});
   std::vector<std::pair<std::string, at::Tensor>> grads;
   grads.emplace_back("loss", loss.detach().to(at::kFloat));
   for (const auto& [name, p] : model->named_parameters()) {

@@ -60,7 +60,8 @@ int run_tokenize(const Args& args) {
       fail("tokenize: unexpected argument '", a, "'; see titan tokenize --help");
     }
   }
-  TITAN_CHECK(!tokenizer_dir.empty(), "tokenize: --tokenizer DIR is required; see titan tokenize --help");
+  TITAN_CHECK(!tokenizer_dir.empty(),
+              "tokenize: --tokenizer DIR is required; see titan tokenize --help");
   TITAN_CHECK(!inputs.empty(), "tokenize: --input FILE is required; see titan tokenize --help");
   TITAN_CHECK(!output.empty(), "tokenize: --output PREFIX is required; see titan tokenize --help");
   const auto tokenizer = data::Tokenizer::from_directory(tokenizer_dir);

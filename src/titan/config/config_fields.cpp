@@ -94,9 +94,8 @@ std::pair<std::string, std::string> split_dotted_key(const std::string& dotted_k
 bool is_bool_field(const std::string& section, const std::string& key, const std::string& where) {
   TrainerConfig config;
   bool is_bool = false;
-  with_field(config, section, key, where, [&](auto& value) {
-    is_bool = std::is_same_v<std::decay_t<decltype(value)>, bool>;
-  });
+  with_field(config, section, key, where,
+             [&](auto& value) { is_bool = std::is_same_v<std::decay_t<decltype(value)>, bool>; });
   return is_bool;
 }
 

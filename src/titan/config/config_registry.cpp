@@ -17,8 +17,7 @@ void ConfigRegistry::add(const std::string& module, const std::string& name,
                          std::function<TrainerConfig()> fn, const std::string& description) {
   TITAN_CHECK(!module.empty() && !name.empty(), "config registry: empty module or config name");
   TITAN_CHECK(fn != nullptr, "config registry: ", module, "/", name, " has no function");
-  TITAN_CHECK(!has(module, name), "config registry: ", module, "/", name,
-              " is registered twice");
+  TITAN_CHECK(!has(module, name), "config registry: ", module, "/", name, " is registered twice");
   modules_[module].push_back({name, description, std::move(fn)});
 }
 

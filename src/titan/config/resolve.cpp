@@ -69,8 +69,8 @@ ResolvedCommandLine resolve_command_line(const std::vector<std::string>& args,
     } else if (name.find('.') == std::string::npos) {
       const auto& accepted = options.extra_flags;
       if (std::find(accepted.begin(), accepted.end(), name) == accepted.end()) {
-        std::string message = "unknown option \"" + name +
-                              "\"; expected --module, --config, --config-file";
+        std::string message =
+            "unknown option \"" + name + "\"; expected --module, --config, --config-file";
         for (const auto& flag : accepted) message += ", " + flag;
         fail(message, " or --section.key overrides (see --help)");
       }
@@ -82,8 +82,8 @@ ResolvedCommandLine resolve_command_line(const std::vector<std::string>& args,
       std::string value;
       if (is_bool_field(section, key, where) && !inline_value) {
         // A bare boolean flag means true; an explicit true/false right after it is its value.
-        const bool has_value = i + 1 < args.size() &&
-                               (args[i + 1] == "true" || args[i + 1] == "false");
+        const bool has_value =
+            i + 1 < args.size() && (args[i + 1] == "true" || args[i + 1] == "false");
         value = has_value ? args[++i] : "true";
       } else {
         value = take_value();

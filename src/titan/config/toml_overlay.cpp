@@ -1,12 +1,12 @@
 #include "titan/config/toml_overlay.h"
 
+#include <toml++/toml.h>
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
-#include <toml++/toml.h>
 
 #include "titan/common/error.h"
 #include "titan/config/config_fields.h"

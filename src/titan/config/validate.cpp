@@ -30,7 +30,8 @@ void check_at_least(const char* key, int64_t value, int64_t minimum) {
 // A degree is >= 1; the shard degree may also be -1 (what is left of the world size).
 void check_degree(const char* key, int64_t value, bool allow_minus_one) {
   if (value >= 1 || (allow_minus_one && value == -1)) return;
-  fail(key, " = ", value, ": must be >= 1", allow_minus_one ? " or -1 (use the remaining ranks)" : "");
+  fail(key, " = ", value, ": must be >= 1",
+       allow_minus_one ? " or -1 (use the remaining ranks)" : "");
 }
 
 // Optimizer parameter groups: "GLOB=WEIGHT_DECAY", e.g. "*.norm.weight=0".
@@ -97,7 +98,8 @@ void validate_config(const TrainerConfig& c) {
   const auto& o = c.optimizer;
   check_one_of("optimizer.name", o.name, {"AdamW"});
   check_range(o.lr >= 0, "optimizer.lr", o.lr, ">= 0");
-  check_range(o.betas.size() == 2, "optimizer.betas", o.betas, "exactly two values, e.g. [0.9, 0.95]");
+  check_range(o.betas.size() == 2, "optimizer.betas", o.betas,
+              "exactly two values, e.g. [0.9, 0.95]");
   for (const double beta : o.betas) {
     check_range(beta >= 0 && beta < 1, "optimizer.betas", o.betas, "two values in [0, 1)");
   }

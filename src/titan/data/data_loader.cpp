@@ -15,7 +15,8 @@ DataLoader::DataLoader(std::shared_ptr<const Tokenizer> tok, const std::string& 
       dp_rank_(dp_rank),
       dp_world_(dp_world),
       dataset_path_(dataset_path) {
-  TITAN_CHECK(local_batch_size >= 1, "training.local_batch_size must be >= 1, got ", local_batch_size);
+  TITAN_CHECK(local_batch_size >= 1, "training.local_batch_size must be >= 1, got ",
+              local_batch_size);
   TITAN_CHECK(seq_len >= 1, "training.seq_len must be >= 1, got ", seq_len);
 }
 
@@ -36,8 +37,8 @@ Batch DataLoader::next() {
 
 nlohmann::json DataLoader::state() const {
   const StreamPosition p = stream_.position();
-  return {{"epoch", p.epoch},     {"document", p.document}, {"offset", p.offset},
-          {"dp_rank", dp_rank_},  {"dp_world", dp_world_},  {"dataset_path", dataset_path_}};
+  return {{"epoch", p.epoch},    {"document", p.document}, {"offset", p.offset},
+          {"dp_rank", dp_rank_}, {"dp_world", dp_world_},  {"dataset_path", dataset_path_}};
 }
 
 void DataLoader::load_state(const nlohmann::json& s) {

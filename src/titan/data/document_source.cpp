@@ -11,7 +11,8 @@ namespace titan::data {
 namespace {
 
 bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 bool is_blank(const char* p, size_t n) {
@@ -23,7 +24,8 @@ bool is_blank(const char* p, size_t n) {
 void check_readable(const std::string& path) {
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) fail("dataset file ", path, " not found");
-  if (std::filesystem::is_directory(path, ec)) fail("dataset file ", path, " is a directory, not a file");
+  if (std::filesystem::is_directory(path, ec))
+    fail("dataset file ", path, " is a directory, not a file");
 }
 
 }  // namespace
@@ -37,7 +39,8 @@ std::unique_ptr<DocumentSource> DocumentSource::open(const std::string& path) {
   return std::make_unique<TextFileSource>(path);
 }
 
-JsonlSource::JsonlSource(const std::string& path) : DocumentSource(path), in_(path, std::ios::binary) {
+JsonlSource::JsonlSource(const std::string& path)
+    : DocumentSource(path), in_(path, std::ios::binary) {
   if (!in_) fail("dataset file ", path, " cannot be opened");
   // One pass in 1 MiB blocks to find the line boundaries.
   std::vector<char> block(1 << 20);
@@ -78,7 +81,8 @@ std::string JsonlSource::text(int64_t index) {
     fail("dataset file ", path_, ":", line.number, ": invalid JSON: ", e.what());
   }
   if (!j.is_object() || !j.contains("text") || !j["text"].is_string()) {
-    fail("dataset file ", path_, ":", line.number, ": expected an object with a string field \"text\"");
+    fail("dataset file ", path_, ":", line.number,
+         ": expected an object with a string field \"text\"");
   }
   return std::move(j["text"].get_ref<std::string&>());
 }

@@ -35,9 +35,9 @@ std::string shard_name(const std::string& prefix, size_t index) {
 
 }  // namespace
 
-nlohmann::json write_token_shards(const Tokenizer& tokenizer, const std::vector<std::string>& inputs,
-                                  const std::string& prefix, int32_t eos_id,
-                                  int64_t max_shard_tokens) {
+nlohmann::json write_token_shards(const Tokenizer& tokenizer,
+                                  const std::vector<std::string>& inputs, const std::string& prefix,
+                                  int32_t eos_id, int64_t max_shard_tokens) {
   TITAN_CHECK(!inputs.empty(), "tokenize: no input files given");
   TITAN_CHECK(max_shard_tokens >= 1, "tokenize: the shard size must be >= 1 token");
   static_assert(std::endian::native == std::endian::little, "shards are written little-endian");

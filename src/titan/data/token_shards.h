@@ -3,7 +3,8 @@
 //                                            followed by the eos id; a document never spans two
 //                                            shards (a shard closes after the document that
 //                                            reaches max_shard_tokens)
-//   PREFIX.json                               {"format": "titan-token-shards-v1", "dtype": "uint32",
+//   PREFIX.json                               {"format": "titan-token-shards-v1", "dtype":
+//   "uint32",
 //                                            "eos_id", "tokenizer", "inputs", "documents",
 //                                            "tokens", "shards": [{"file", "documents", "tokens"}]}
 // File names in "shards" are relative to the folder of PREFIX.json. Every file is written under a
@@ -22,8 +23,8 @@ namespace titan::data {
 
 // Tokenizes every document of `inputs` (.jsonl or text files, as DocumentSource reads them) and
 // returns the metadata it wrote to PREFIX.json.
-nlohmann::json write_token_shards(const Tokenizer& tokenizer, const std::vector<std::string>& inputs,
-                                  const std::string& prefix, int32_t eos_id,
-                                  int64_t max_shard_tokens);
+nlohmann::json write_token_shards(const Tokenizer& tokenizer,
+                                  const std::vector<std::string>& inputs, const std::string& prefix,
+                                  int32_t eos_id, int64_t max_shard_tokens);
 
 }  // namespace titan::data

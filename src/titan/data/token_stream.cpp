@@ -9,7 +9,10 @@ namespace titan::data {
 TokenStream::TokenStream(std::shared_ptr<const Tokenizer> tokenizer,
                          std::unique_ptr<DocumentSource> source, int32_t eos_id, int64_t rank,
                          int64_t world)
-    : tokenizer_(std::move(tokenizer)), source_(std::move(source)), eos_id_(eos_id), rank_(rank),
+    : tokenizer_(std::move(tokenizer)),
+      source_(std::move(source)),
+      eos_id_(eos_id),
+      rank_(rank),
       world_(world) {
   TITAN_CHECK(world_ >= 1 && rank_ >= 0 && rank_ < world_, "data-parallel rank ", rank_,
               " is outside the world of size ", world_);
@@ -48,7 +51,8 @@ void TokenStream::next_document() {
 void TokenStream::read(int64_t n, int64_t* out) {
   while (n > 0) {
     if (position_.offset == static_cast<int64_t>(tokens_.size())) next_document();
-    const int64_t take = std::min<int64_t>(n, static_cast<int64_t>(tokens_.size()) - position_.offset);
+    const int64_t take =
+        std::min<int64_t>(n, static_cast<int64_t>(tokens_.size()) - position_.offset);
     std::copy_n(tokens_.begin() + position_.offset, take, out);
     out += take;
     n -= take;
@@ -60,8 +64,8 @@ void TokenStream::seek(const StreamPosition& p) {
   const std::string& path = source_->path();
   TITAN_CHECK(p.epoch >= 0 && p.document >= 0 && p.document < source_->size() &&
                   p.document % world_ == rank_,
-              "dataloader state (document ", p.document, ") does not fit dataset file ", path,
-              " (", source_->size(), " documents) for data-parallel rank ", rank_, " of ", world_);
+              "dataloader state (document ", p.document, ") does not fit dataset file ", path, " (",
+              source_->size(), " documents) for data-parallel rank ", rank_, " of ", world_);
   load_document(p.document);
   TITAN_CHECK(p.offset >= 0 && p.offset <= static_cast<int64_t>(tokens_.size()),
               "dataloader state (offset ", p.offset, " in document ", p.document,

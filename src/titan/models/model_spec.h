@@ -7,9 +7,9 @@
 #include <nlohmann/json.hpp>
 
 #include <functional>
-#include <stdexcept>
 #include <map>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>

@@ -18,8 +18,8 @@ std::string shape_string(at::IntArrayRef shape) {
 // Checks that `rows` (logits or hidden, [..., D]) and labels agree and returns the labels
 // flattened to [N].
 at::Tensor flat_labels(const at::Tensor& rows, const at::Tensor& labels, const char* what) {
-  TITAN_CHECK(rows.dim() == 2 || rows.dim() == 3, "loss: ", what, " must be [N, D] or [B, S, D], got ",
-              shape_string(rows.sizes()));
+  TITAN_CHECK(rows.dim() == 2 || rows.dim() == 3, "loss: ", what,
+              " must be [N, D] or [B, S, D], got ", shape_string(rows.sizes()));
   TITAN_CHECK(labels.sizes() == rows.sizes().slice(0, rows.dim() - 1), "loss: labels of shape ",
               shape_string(labels.sizes()), " do not match ", what, " of shape ",
               shape_string(rows.sizes()));
@@ -58,7 +58,8 @@ LossAndGrads chunked_linear_cross_entropy(const at::Tensor& hidden, const at::Te
   out.loss = at::zeros({}, hidden.options().dtype(at::kFloat));
   if (need_grad_hidden) out.grad_hidden = at::empty_like(hidden);
   at::Tensor grad_weight_acc;
-  if (need_grad_weight) grad_weight_acc = at::zeros(weight.sizes(), weight.options().dtype(at::kFloat));
+  if (need_grad_weight)
+    grad_weight_acc = at::zeros(weight.sizes(), weight.options().dtype(at::kFloat));
   if (chunk_rows <= 0) chunk_rows = default_chunk_rows(n, hidden.size(1), vocab);
 
   for (int64_t start = 0; start < n; start += chunk_rows) {

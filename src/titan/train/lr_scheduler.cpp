@@ -28,7 +28,8 @@ LRScheduler::LRScheduler(const config::LRSchedulerConfig& config, int64_t traini
   warmup_steps_ = std::min(config.warmup_steps, total);
   if (config.decay_ratio != -1.0) {
     // Python's round(): halves to even, which nearbyint does in the default rounding mode.
-    decay_steps_ = static_cast<int64_t>(std::nearbyint(static_cast<double>(total) * config.decay_ratio));
+    decay_steps_ =
+        static_cast<int64_t>(std::nearbyint(static_cast<double>(total) * config.decay_ratio));
     if (warmup_steps_ + decay_steps_ > total) decay_steps_ = total - warmup_steps_;
   } else {
     decay_steps_ = total - warmup_steps_;

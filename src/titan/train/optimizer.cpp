@@ -1,7 +1,7 @@
 #include "titan/train/optimizer.h"
 
-#include <cmath>
 #include <ATen/core/grad_mode.h>
+#include <cmath>
 
 #include <map>
 #include <set>
@@ -27,8 +27,9 @@ void check_config(const config::OptimizerConfig& c) {
   TITAN_CHECK(std::isfinite(c.eps) && c.eps >= 0, "optimizer.eps must be >= 0, got ", c.eps);
   TITAN_CHECK(std::isfinite(c.weight_decay) && c.weight_decay >= 0,
               "optimizer.weight_decay must be >= 0, got ", c.weight_decay);
-  TITAN_CHECK(implementations().count(c.implementation), "optimizer.implementation: unknown value '",
-              c.implementation, "'; accepted: fused, foreach, for-loop");
+  TITAN_CHECK(implementations().count(c.implementation),
+              "optimizer.implementation: unknown value '", c.implementation,
+              "'; accepted: fused, foreach, for-loop");
 }
 
 std::string shape_string(at::IntArrayRef shape) {
@@ -77,8 +78,9 @@ std::vector<AdamW::Bucket> AdamW::buckets_with_grads() {
     const at::Tensor& p = params_[i].second;
     const at::Tensor& g = p.grad();
     if (!g.defined()) continue;
-    TITAN_CHECK(g.sizes() == p.sizes(), "optimizer: gradient of '", params_[i].first, "' has shape ",
-                shape_string(g.sizes()), " but the parameter has ", shape_string(p.sizes()));
+    TITAN_CHECK(g.sizes() == p.sizes(), "optimizer: gradient of '", params_[i].first,
+                "' has shape ", shape_string(g.sizes()), " but the parameter has ",
+                shape_string(p.sizes()));
     init_slot(i);
     Slot& s = slots_[i];
     Bucket& b = buckets[{s.weight_decay, p.device().str(), static_cast<int>(p.scalar_type())}];

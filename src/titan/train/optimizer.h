@@ -44,9 +44,9 @@ class AdamW {
  private:
   struct Slot {
     double weight_decay = 0;
-    at::Tensor exp_avg;     // undefined until the first step with a gradient
+    at::Tensor exp_avg;  // undefined until the first step with a gradient
     at::Tensor exp_avg_sq;
-    at::Tensor step;        // float32 scalar; on the parameter's device for "fused", else CPU
+    at::Tensor step;  // float32 scalar; on the parameter's device for "fused", else CPU
   };
   // Tensors of one (weight decay, device, dtype) bucket, in parameter order.
   struct Bucket {

@@ -91,9 +91,9 @@ TEST(ConfigFields, UnknownKeyNamesItAndListsTheSectionsKeys) {
   EXPECT_CONTAINS(message, "unknown config key \"stepz\" in section [training]");
   EXPECT_CONTAINS(message, "did you mean \"steps\"");
   EXPECT_CONTAINS(message, "steps, local_batch_size, global_batch_size");
-  EXPECT_EQ(error_of([&] { is_bool_field("training", "nope", "x"); }).find("nope") !=
-                std::string::npos,
-            true);
+  EXPECT_EQ(
+      error_of([&] { is_bool_field("training", "nope", "x"); }).find("nope") != std::string::npos,
+      true);
 }
 
 TEST(ConfigFields, SplitsDottedKeys) {

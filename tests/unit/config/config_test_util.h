@@ -15,8 +15,8 @@
 
 namespace titan::config::testing {
 
-using FieldValue = std::variant<int64_t, double, bool, std::string, std::vector<std::string>,
-                                std::vector<double>>;
+using FieldValue =
+    std::variant<int64_t, double, bool, std::string, std::vector<std::string>, std::vector<double>>;
 using FlatConfig = std::vector<std::pair<std::string, FieldValue>>;
 
 // Every field as ("section.key", value), in visit order.
@@ -45,6 +45,6 @@ std::string error_of(F&& f) {
 
 }  // namespace titan::config::testing
 
-#define EXPECT_CONTAINS(text, part)                                                        \
-  EXPECT_NE(std::string(text).find(part), std::string::npos)                              \
+#define EXPECT_CONTAINS(text, part)                          \
+  EXPECT_NE(std::string(text).find(part), std::string::npos) \
       << "expected \"" << (part) << "\" in: " << (text)

@@ -33,7 +33,8 @@ ConfigRegistry test_registry() {
         return c;
       },
       "a large toy");
-  registry.add("other", "only", [] { return TrainerConfig{}; }, "the only one");
+  registry.add(
+      "other", "only", [] { return TrainerConfig{}; }, "the only one");
   return registry;
 }
 
@@ -74,9 +75,9 @@ TEST_F(Resolve, AppliesFileThenOverridesInOrder) {
       write_temp("resolve_order.toml", "[training]\nsteps = 77\nseq_len = 64\n");
   // The override comes before --config-file on the command line but still wins over it;
   // a key given twice takes the last value.
-  const auto r = resolve({"--training.steps", "9", "--module", "toy", "--config", "small",
-                          "--config-file", file, "--training.steps=11", "--metrics.log_freq",
-                          "3", "--metrics.log_freq", "4"});
+  const auto r =
+      resolve({"--training.steps", "9", "--module", "toy", "--config", "small", "--config-file",
+               file, "--training.steps=11", "--metrics.log_freq", "3", "--metrics.log_freq", "4"});
   EXPECT_EQ(r.config.training.steps, 11);
   EXPECT_EQ(r.config.training.seq_len, 64);
   EXPECT_EQ(r.config.metrics.log_freq, 4);
@@ -102,9 +103,9 @@ TEST_F(Resolve, BooleansTakeBareFlagsAndExplicitValues) {
 }
 
 TEST_F(Resolve, NegativeNumbersAndEmptyListsAreValues) {
-  const auto r = resolve({"--module", "toy", "--config", "small", "--lr_scheduler.total_steps",
-                          "-1", "--optimizer.param_groups", "", "--training.global_batch_size",
-                          "16"});
+  const auto r =
+      resolve({"--module", "toy", "--config", "small", "--lr_scheduler.total_steps", "-1",
+               "--optimizer.param_groups", "", "--training.global_batch_size", "16"});
   EXPECT_EQ(r.config.lr_scheduler.total_steps, -1);
   EXPECT_TRUE(r.config.optimizer.param_groups.empty());
   EXPECT_EQ(r.config.training.global_batch_size, 16);
@@ -130,7 +131,8 @@ TEST_F(Resolve, MissingOrUnknownModuleAndConfigListTheAccepted) {
   message = error({"--module", "toyz", "--config", "small"});
   EXPECT_CONTAINS(message, "unknown module \"toyz\"; accepted modules: other, toy");
   message = error({"--module", "toy", "--config", "medium"});
-  EXPECT_CONTAINS(message, "unknown config \"medium\" in module toy; accepted configs: small, large");
+  EXPECT_CONTAINS(message,
+                  "unknown config \"medium\" in module toy; accepted configs: small, large");
   EXPECT_CONTAINS(error({"--module", "toy", "--config"}), "--config needs a value");
 }
 
@@ -175,7 +177,10 @@ TEST_F(Resolve, ValidatesTheResult) {
 
 TEST(ConfigRegistry, RejectsDuplicatesAndKeepsRegistrationOrder) {
   ConfigRegistry registry = test_registry();
-  EXPECT_CONTAINS(error_of([&] { registry.add("toy", "small", [] { return TrainerConfig{}; }, ""); }),
+  EXPECT_CONTAINS(error_of([&] {
+                    registry.add(
+                        "toy", "small", [] { return TrainerConfig{}; }, "");
+                  }),
                   "toy/small is registered twice");
   ASSERT_EQ(registry.functions("toy").size(), 2u);
   EXPECT_EQ(registry.functions("toy")[0].name, "small");

@@ -26,20 +26,27 @@ TEST(Validate, EnumerationsListTheAcceptedValues) {
     const char* expected;
   };
   const Case cases[] = {
-      {[](auto& c) { c.model.name = "llama"; }, "model.name = \"llama\": accepted values are qwen3, transformers"},
-      {[](auto& c) { c.training.dtype = "fp16"; }, "training.dtype = \"fp16\": accepted values are float32, bfloat16"},
+      {[](auto& c) { c.model.name = "llama"; },
+       "model.name = \"llama\": accepted values are qwen3, transformers"},
+      {[](auto& c) { c.training.dtype = "fp16"; },
+       "training.dtype = \"fp16\": accepted values are float32, bfloat16"},
       {[](auto& c) { c.training.mixed_precision_param = "half"; }, "auto, float32, bfloat16"},
-      {[](auto& c) { c.training.mixed_precision_reduce = "auto"; }, "training.mixed_precision_reduce = \"auto\""},
-      {[](auto& c) { c.training.device = "gpu"; }, "training.device = \"gpu\": accepted values are auto, cpu, cuda"},
-      {[](auto& c) { c.optimizer.name = "SGD"; }, "optimizer.name = \"SGD\": accepted values are AdamW"},
+      {[](auto& c) { c.training.mixed_precision_reduce = "auto"; },
+       "training.mixed_precision_reduce = \"auto\""},
+      {[](auto& c) { c.training.device = "gpu"; },
+       "training.device = \"gpu\": accepted values are auto, cpu, cuda"},
+      {[](auto& c) { c.optimizer.name = "SGD"; },
+       "optimizer.name = \"SGD\": accepted values are AdamW"},
       {[](auto& c) { c.optimizer.implementation = "fast"; }, "fused, foreach, for-loop"},
       {[](auto& c) { c.lr_scheduler.decay_type = "step"; }, "linear, sqrt, cosine"},
       {[](auto& c) { c.checkpoint.export_dtype = "int8"; }, "float32, bfloat16, float16"},
-      {[](auto& c) { c.checkpoint.async_mode = "sync"; }, "checkpoint.async_mode = \"sync\": accepted values are disabled, async"},
+      {[](auto& c) { c.checkpoint.async_mode = "sync"; },
+       "checkpoint.async_mode = \"sync\": accepted values are disabled, async"},
       {[](auto& c) { c.activation_checkpoint.mode = "op"; }, "none, selective, full"},
       {[](auto& c) { c.model.moe_load_balancing = "bias"; }, "none, aux_loss, expert_bias"},
   };
-  for (const auto& test_case : cases) EXPECT_CONTAINS(invalid(test_case.change), test_case.expected);
+  for (const auto& test_case : cases)
+    EXPECT_CONTAINS(invalid(test_case.change), test_case.expected);
 }
 
 TEST(Validate, RangesNameKeyAndValue) {
@@ -55,27 +62,39 @@ TEST(Validate, RangesNameKeyAndValue) {
       {[](auto& c) { c.training.max_norm = 0; }, "training.max_norm = 0.0: must be > 0"},
       {[](auto& c) { c.optimizer.lr = -1e-3; }, "optimizer.lr = -0.001: must be >= 0"},
       {[](auto& c) { c.optimizer.betas = {0.9}; }, "optimizer.betas = [0.9]: must be exactly two"},
-      {[](auto& c) { c.optimizer.betas = {0.9, 1.0}; }, "optimizer.betas = [0.9, 1.0]: must be two values in [0, 1)"},
-      {[](auto& c) { c.optimizer.betas = {-0.1, 0.9}; }, "optimizer.betas"},
+      {[](auto& c) {
+         c.optimizer.betas = {0.9, 1.0};
+       },
+       "optimizer.betas = [0.9, 1.0]: must be two values in [0, 1)"},
+      {[](auto& c) {
+         c.optimizer.betas = {-0.1, 0.9};
+       },
+       "optimizer.betas"},
       {[](auto& c) { c.optimizer.eps = 0; }, "optimizer.eps = 0.0: must be > 0"},
       {[](auto& c) { c.optimizer.weight_decay = -1; }, "optimizer.weight_decay"},
-      {[](auto& c) { c.optimizer.param_groups = {"*.bias"}; }, "optimizer.param_groups entry \"*.bias\""},
+      {[](auto& c) { c.optimizer.param_groups = {"*.bias"}; },
+       "optimizer.param_groups entry \"*.bias\""},
       {[](auto& c) { c.optimizer.param_groups = {"=0.1"}; }, "GLOB=WEIGHT_DECAY"},
       {[](auto& c) { c.optimizer.param_groups = {"*=x"}; }, "\"*=x\""},
-      {[](auto& c) { c.lr_scheduler.warmup_steps = -1; }, "lr_scheduler.warmup_steps = -1: must be >= 0"},
+      {[](auto& c) { c.lr_scheduler.warmup_steps = -1; },
+       "lr_scheduler.warmup_steps = -1: must be >= 0"},
       {[](auto& c) { c.lr_scheduler.total_steps = 0; }, "lr_scheduler.total_steps = 0"},
       {[](auto& c) { c.lr_scheduler.decay_ratio = 1.5; }, "lr_scheduler.decay_ratio = 1.5"},
       {[](auto& c) { c.lr_scheduler.decay_ratio = -0.5; }, "lr_scheduler.decay_ratio = -0.5"},
-      {[](auto& c) { c.lr_scheduler.min_lr_factor = 2; }, "lr_scheduler.min_lr_factor = 2.0: must be in [0, 1]"},
+      {[](auto& c) { c.lr_scheduler.min_lr_factor = 2; },
+       "lr_scheduler.min_lr_factor = 2.0: must be in [0, 1]"},
       {[](auto& c) { c.metrics.log_freq = 0; }, "metrics.log_freq = 0"},
       {[](auto& c) { c.checkpoint.keep_latest_k = -1; }, "checkpoint.keep_latest_k = -1"},
       {[](auto& c) { c.checkpoint.interval = 0; }, "checkpoint.interval = 0"},
       {[](auto& c) { c.checkpoint.load_step = -2; }, "checkpoint.load_step = -2"},
-      {[](auto& c) { c.parallelism.data_parallel_shard_degree = 0; }, "parallelism.data_parallel_shard_degree = 0: must be >= 1 or -1"},
-      {[](auto& c) { c.parallelism.tensor_parallel_degree = -1; }, "parallelism.tensor_parallel_degree = -1: must be >= 1"},
+      {[](auto& c) { c.parallelism.data_parallel_shard_degree = 0; },
+       "parallelism.data_parallel_shard_degree = 0: must be >= 1 or -1"},
+      {[](auto& c) { c.parallelism.tensor_parallel_degree = -1; },
+       "parallelism.tensor_parallel_degree = -1: must be >= 1"},
       {[](auto& c) { c.comm.init_timeout_seconds = 0; }, "comm.init_timeout_seconds = 0"},
   };
-  for (const auto& test_case : cases) EXPECT_CONTAINS(invalid(test_case.change), test_case.expected);
+  for (const auto& test_case : cases)
+    EXPECT_CONTAINS(invalid(test_case.change), test_case.expected);
 }
 
 TEST(Validate, AcceptsBoundaryValues) {

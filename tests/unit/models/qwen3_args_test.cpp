@@ -39,7 +39,8 @@ json v4_moe_config() {
 }
 
 void expect_same(const Qwen3Args& a, const Qwen3Args& b) {
-  EXPECT_EQ(qwen3_args_to_hf_config(a, "float32").dump(), qwen3_args_to_hf_config(b, "float32").dump());
+  EXPECT_EQ(qwen3_args_to_hf_config(a, "float32").dump(),
+            qwen3_args_to_hf_config(b, "float32").dump());
   EXPECT_EQ(a.dtype, b.dtype);
 }
 
@@ -72,8 +73,8 @@ TEST(Qwen3Args, DtypeKeyWinsOverTorchDtype) {
 
 TEST(Qwen3Args, LegacyRopeScalingReplacesRopeParameters) {
   json c = v5_moe_config();
-  c["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0},
-                       {"original_max_position_embeddings", 1024}};
+  c["rope_scaling"] = {
+      {"rope_type", "yarn"}, {"factor", 4.0}, {"original_max_position_embeddings", 1024}};
   c["rope_theta"] = 5000.0;
   const Qwen3Args a = qwen3_args_from_hf_config(c, "c");
   EXPECT_EQ(a.rope_type, "yarn");
@@ -85,13 +86,14 @@ TEST(Qwen3Args, LegacyRopeScalingReplacesRopeParameters) {
 TEST(Qwen3Args, AbsentKeysTakeTheTransformersClassDefaults) {
   const Qwen3Args dense = qwen3_args_from_hf_config(
       json::parse(R"({"model_type": "qwen3", "hidden_size": 64, "num_attention_heads": 4})"), "d");
-  EXPECT_EQ(dense.head_dim, 128);  // Qwen3Config.head_dim
+  EXPECT_EQ(dense.head_dim, 128);           // Qwen3Config.head_dim
   EXPECT_EQ(dense.num_key_value_heads, 4);  // None -> num_attention_heads
   EXPECT_EQ(dense.rope_theta, 10000.0);
   EXPECT_FALSE(dense.tie_word_embeddings);
   EXPECT_FALSE(dense.is_moe());
   const Qwen3Args moe = qwen3_args_from_hf_config(
-      json::parse(R"({"model_type": "qwen3_moe", "hidden_size": 64, "num_attention_heads": 4})"), "m");
+      json::parse(R"({"model_type": "qwen3_moe", "hidden_size": 64, "num_attention_heads": 4})"),
+      "m");
   EXPECT_FALSE(moe.norm_topk_prob);
   EXPECT_EQ(moe.num_experts, 128);
   EXPECT_EQ(moe.num_experts_per_tok, 8);

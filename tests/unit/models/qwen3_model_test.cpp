@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 
 #include <map>
 #include <set>
@@ -43,7 +44,9 @@ std::unique_ptr<Qwen3Model> build(const Qwen3Args& a, uint64_t seed = 0,
   return std::make_unique<Qwen3Model>(a, options, b);
 }
 
-at::Tensor some_ids(int64_t vocab) { return at::arange(20, at::kLong).remainder(vocab).view({2, 10}); }
+at::Tensor some_ids(int64_t vocab) {
+  return at::arange(20, at::kLong).remainder(vocab).view({2, 10});
+}
 
 TEST(Qwen3Model, ParameterNamesAndShapesFollowTransformersV5) {
   const Qwen3Args a = tiny(/*moe=*/true, /*tied=*/false);
@@ -86,7 +89,8 @@ TEST(Qwen3Model, InitIsSeededAndFollowsHfRules) {
       EXPECT_TRUE(at::equal(t, at::ones_like(t))) << p1[i].first;  // norms start at 1
     } else {
       EXPECT_FALSE(at::equal(t, p3[i].second)) << p1[i].first;
-      EXPECT_NEAR(t.std().item<double>(), a.initializer_range, 0.3 * a.initializer_range) << p1[i].first;
+      EXPECT_NEAR(t.std().item<double>(), a.initializer_range, 0.3 * a.initializer_range)
+          << p1[i].first;
     }
   }
   EXPECT_EQ(p1[0].second[5].abs().sum().item<double>(), 0.0);  // padding row zeroed
@@ -110,6 +114,27 @@ TEST(Qwen3Model, CausalityLaterTokensDoNotChangeEarlierLogits) {
   const at::Tensor b = model->forward(ids);
   EXPECT_TRUE(at::equal(a.slice(1, 0, 9), b.slice(1, 0, 9)));
   EXPECT_FALSE(at::equal(a.slice(1, 9), b.slice(1, 9)));
+}
+
+TEST(Qwen3Model, CachedDecodingMatchesTheFullForward) {
+  for (bool moe : {false, true}) {
+    auto model = build(tiny(moe, !moe), 2);
+    const at::Tensor ids = some_ids(97);
+    at::Tensor full;
+    {
+      at::NoGradGuard no_grad;
+      full = model->forward(ids);
+    }
+    KVCache cache;
+    // A prompt of 4, a chunk of 3, then one token at a time.
+    std::vector<at::Tensor> parts = {model->forward_cached(ids.slice(1, 0, 4), cache),
+                                     model->forward_cached(ids.slice(1, 4, 7), cache)};
+    for (int64_t t = 7; t < 10; ++t)
+      parts.push_back(model->forward_cached(ids.slice(1, t, t + 1), cache));
+    EXPECT_EQ(cache.length, 10);
+    const at::Tensor cached = at::cat(parts, 1);
+    EXPECT_TRUE(at::allclose(cached, full, 1e-5, 1e-5)) << (cached - full).abs().max();
+  }
 }
 
 TEST(Qwen3Model, Bf16ComputeSendsGradientsToFloat32Parameters) {
@@ -204,14 +229,15 @@ TEST(Qwen3Model, AdapterRoundTripsBothExpertLayouts) {
     std::vector<std::string> fused_keys;
     std::map<std::string, at::Tensor> fused(native.begin(), native.end());
     for (const auto& [k, _] : native) fused_keys.push_back(k);
-    const NamedTensors back2 =
-        spec.adapter.from_hf(fused_keys, [&](const std::string& k) { return fused.at(k); }, native);
+    const NamedTensors back2 = spec.adapter.from_hf(
+        fused_keys, [&](const std::string& k) { return fused.at(k); }, native);
     EXPECT_EQ(back2.size(), native.size());
   }
 }
 
 std::string load_error(const std::vector<std::string>& keys,
-                       const std::map<std::string, at::Tensor>& tensors, const NamedTensors& native) {
+                       const std::map<std::string, at::Tensor>& tensors,
+                       const NamedTensors& native) {
   try {
     get_model_spec("qwen3").adapter.from_hf(
         keys, [&](const std::string& k) { return tensors.at(k); }, native);

@@ -72,15 +72,27 @@ TEST(OptimizerState, BadStateNamesTheTensor) {
   AdamW opt(params, config::OptimizerConfig{});
   const at::Tensor step = at::ones({}, at::kFloat);
   expect_error_containing(
-      [&] { opt.load_state({{"w.exp_avg", at::zeros({2, 3})}, {"w.exp_avg_sq", at::zeros({3, 2})},
-                            {"w.step", step}}); },
+      [&] {
+        opt.load_state({{"w.exp_avg", at::zeros({2, 3})},
+                        {"w.exp_avg_sq", at::zeros({3, 2})},
+                        {"w.step", step}});
+      },
       "'w.exp_avg' has shape [2, 3] but the parameter has [3, 2]");
-  expect_error_containing([&] { opt.load_state({{"v.exp_avg", at::zeros({3, 2})}}); },
-                          "'v.exp_avg' names no parameter");
-  expect_error_containing([&] { opt.load_state({{"w.momentum", at::zeros({3, 2})}}); },
-                          "unknown tensor 'w.momentum'");
-  expect_error_containing([&] { opt.load_state({{"w.exp_avg", at::zeros({3, 2})}}); },
-                          "'w.exp_avg_sq' is missing");
+  expect_error_containing(
+      [&] {
+        opt.load_state({{"v.exp_avg", at::zeros({3, 2})}});
+      },
+      "'v.exp_avg' names no parameter");
+  expect_error_containing(
+      [&] {
+        opt.load_state({{"w.momentum", at::zeros({3, 2})}});
+      },
+      "unknown tensor 'w.momentum'");
+  expect_error_containing(
+      [&] {
+        opt.load_state({{"w.exp_avg", at::zeros({3, 2})}});
+      },
+      "'w.exp_avg_sq' is missing");
 }
 
 TEST(OptimizerState, BadConfigNamesTheKey) {

@@ -12,18 +12,25 @@ namespace {
 // Rust's char::is_whitespace (the White_Space property).
 bool is_whitespace(char32_t c) {
   return (c >= 0x09 && c <= 0x0D) || c == 0x20 || c == 0x85 || c == 0xA0 || c == 0x1680 ||
-         (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F ||
-         c == 0x205F || c == 0x3000;
+         (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F ||
+         c == 0x3000;
 }
 
 // A word character in the sense of a regex \w (letters, marks, decimal digits, connector
 // punctuation), which is what `tokenizers` checks around single_word tokens.
 bool is_word_character(char32_t c) {
   switch (utf8proc_category(static_cast<utf8proc_int32_t>(c))) {
-    case UTF8PROC_CATEGORY_LU: case UTF8PROC_CATEGORY_LL: case UTF8PROC_CATEGORY_LT:
-    case UTF8PROC_CATEGORY_LM: case UTF8PROC_CATEGORY_LO: case UTF8PROC_CATEGORY_MN:
-    case UTF8PROC_CATEGORY_MC: case UTF8PROC_CATEGORY_ME: case UTF8PROC_CATEGORY_ND:
-    case UTF8PROC_CATEGORY_NL: case UTF8PROC_CATEGORY_PC:
+    case UTF8PROC_CATEGORY_LU:
+    case UTF8PROC_CATEGORY_LL:
+    case UTF8PROC_CATEGORY_LT:
+    case UTF8PROC_CATEGORY_LM:
+    case UTF8PROC_CATEGORY_LO:
+    case UTF8PROC_CATEGORY_MN:
+    case UTF8PROC_CATEGORY_MC:
+    case UTF8PROC_CATEGORY_ME:
+    case UTF8PROC_CATEGORY_ND:
+    case UTF8PROC_CATEGORY_NL:
+    case UTF8PROC_CATEGORY_PC:
       return true;
     default:
       return false;
@@ -79,8 +86,10 @@ void AddedTokenMatcher::split(std::string_view text, std::vector<TextSegment>& o
     pos = stop;  // like aho-corasick's find_iter, a discarded match is still consumed
     if (hit->single_word) {
       size_t unused;
-      const bool start_space = start == 0 || !is_word_character(last_char(text.substr(0, start), &unused));
-      const bool stop_space = stop == text.size() || !is_word_character(first_char(text.substr(stop)));
+      const bool start_space =
+          start == 0 || !is_word_character(last_char(text.substr(0, start), &unused));
+      const bool stop_space =
+          stop == text.size() || !is_word_character(first_char(text.substr(stop)));
       if (!start_space || !stop_space) continue;
     }
     if (hit->lstrip) {

@@ -32,14 +32,17 @@ BpeModel BpeModel::from_parts(const nlohmann::json& model,
                               const std::vector<std::pair<std::string, std::string>>& merges,
                               const std::string& file) {
   const std::string type = model.value("type", "");
-  if (type != "BPE") fail("tokenizer file ", file, ": model type '", type, "' is not supported (only BPE)");
+  if (type != "BPE")
+    fail("tokenizer file ", file, ": model type '", type, "' is not supported (only BPE)");
   const auto prefix = model.value("continuing_subword_prefix", nlohmann::json());
   const auto suffix = model.value("end_of_word_suffix", nlohmann::json());
   if ((prefix.is_string() && !prefix.get<std::string>().empty()) ||
       (suffix.is_string() && !suffix.get<std::string>().empty())) {
-    fail("tokenizer file ", file, ": BPE continuing_subword_prefix / end_of_word_suffix are not supported");
+    fail("tokenizer file ", file,
+         ": BPE continuing_subword_prefix / end_of_word_suffix are not supported");
   }
-  if (model.contains("dropout") && model["dropout"].is_number() && model["dropout"].get<double>() != 0) {
+  if (model.contains("dropout") && model["dropout"].is_number() &&
+      model["dropout"].get<double>() != 0) {
     fail("tokenizer file ", file, ": BPE dropout is not supported");
   }
   if (vocab.empty()) fail("tokenizer file ", file, ": model.vocab is missing or empty");
@@ -71,7 +74,8 @@ BpeModel BpeModel::from_parts(const nlohmann::json& model,
     joined.assign(a).append(b);
     const auto ia = m.token_to_id(a), ib = m.token_to_id(b), iab = m.token_to_id(joined);
     if (!ia || !ib || !iab) {
-      fail("tokenizer file ", file, ": merge '", a, " ", b, "' uses a token missing from the vocab");
+      fail("tokenizer file ", file, ": merge '", a, " ", b,
+           "' uses a token missing from the vocab");
     }
     // Later duplicates win, as when `tokenizers` collects the merges into a map.
     m.merges_[pair_key(*ia, *ib)] = {static_cast<int32_t>(rank), *iab};

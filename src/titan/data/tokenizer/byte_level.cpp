@@ -107,9 +107,15 @@ int decode_utf8(std::string_view s, size_t i, char32_t* cp) {
   if (n <= 0) return 0;
   const auto b = [&](int k) { return static_cast<char32_t>(static_cast<uint8_t>(s[i + k])); };
   switch (n) {
-    case 1: *cp = b(0); break;
-    case 2: *cp = ((b(0) & 0x1F) << 6) | (b(1) & 0x3F); break;
-    case 3: *cp = ((b(0) & 0x0F) << 12) | ((b(1) & 0x3F) << 6) | (b(2) & 0x3F); break;
+    case 1:
+      *cp = b(0);
+      break;
+    case 2:
+      *cp = ((b(0) & 0x1F) << 6) | (b(1) & 0x3F);
+      break;
+    case 3:
+      *cp = ((b(0) & 0x0F) << 12) | ((b(1) & 0x3F) << 6) | (b(2) & 0x3F);
+      break;
     default:
       *cp = ((b(0) & 0x07) << 18) | ((b(1) & 0x3F) << 12) | ((b(2) & 0x3F) << 6) | (b(3) & 0x3F);
   }

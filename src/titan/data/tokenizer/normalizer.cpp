@@ -52,10 +52,18 @@ std::string_view Normalizer::apply(std::string_view in, std::string& storage) co
     if (all_bytes_below(current, nfc ? 0xCC : 0x80)) continue;
     int options = UTF8PROC_STABLE;
     switch (form) {
-      case Form::kNFC: options |= UTF8PROC_COMPOSE; break;
-      case Form::kNFD: options |= UTF8PROC_DECOMPOSE; break;
-      case Form::kNFKC: options |= UTF8PROC_COMPOSE | UTF8PROC_COMPAT; break;
-      case Form::kNFKD: options |= UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT; break;
+      case Form::kNFC:
+        options |= UTF8PROC_COMPOSE;
+        break;
+      case Form::kNFD:
+        options |= UTF8PROC_DECOMPOSE;
+        break;
+      case Form::kNFKC:
+        options |= UTF8PROC_COMPOSE | UTF8PROC_COMPAT;
+        break;
+      case Form::kNFKD:
+        options |= UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT;
+        break;
     }
     utf8proc_uint8_t* out = nullptr;
     const utf8proc_ssize_t n =

@@ -125,12 +125,12 @@ PreTokenizerScratch::PreTokenizerScratch() : pcre(std::make_unique<Pcre>()) {}
 PreTokenizerScratch::~PreTokenizerScratch() = default;
 
 void SplitRegex::split(std::string_view text, PreTokenizerScratch::Pcre& p,
-                  std::vector<std::string_view>& out) const {
+                       std::vector<std::string_view>& out) const {
   const auto subject = reinterpret_cast<PCRE2_SPTR>(text.data());
   size_t start = 0, last_end = 0;
   while (start < text.size()) {
-    int rc = pcre2_match(code_, subject, text.size(), start, PCRE2_NO_UTF_CHECK, p.match,
-                         p.context);
+    int rc =
+        pcre2_match(code_, subject, text.size(), start, PCRE2_NO_UTF_CHECK, p.match, p.context);
     if (rc == PCRE2_ERROR_JIT_STACKLIMIT) {
       p.grow_jit_stack();
       continue;
@@ -176,16 +176,19 @@ PreTokenizer PreTokenizer::from_json(const nlohmann::json& j, const std::string&
            "', invert ", j.value("invert", false), "); only Isolated without invert is supported");
     }
     if (pattern.contains("Regex")) {
-      pt.regexes_.push_back(std::make_unique<SplitRegex>(pattern.at("Regex").get<std::string>(), file));
-    } else {
       pt.regexes_.push_back(
-          std::make_unique<SplitRegex>(escape_literal(pattern.at("String").get<std::string>()), file));
+          std::make_unique<SplitRegex>(pattern.at("Regex").get<std::string>(), file));
+    } else {
+      pt.regexes_.push_back(std::make_unique<SplitRegex>(
+          escape_literal(pattern.at("String").get<std::string>()), file));
     }
   } else if (type == "ByteLevel") {
     if (j.value("add_prefix_space", false)) {
-      fail("tokenizer file ", file, ": ByteLevel pre-tokenizer with add_prefix_space is not supported");
+      fail("tokenizer file ", file,
+           ": ByteLevel pre-tokenizer with add_prefix_space is not supported");
     }
-    if (j.value("use_regex", true)) pt.regexes_.push_back(std::make_unique<SplitRegex>(kGpt2Pattern, file));
+    if (j.value("use_regex", true))
+      pt.regexes_.push_back(std::make_unique<SplitRegex>(kGpt2Pattern, file));
   } else {
     fail("tokenizer file ", file, ": unsupported pre-tokenizer type '", type,
          "' (supported: Split, ByteLevel, Sequence)");

@@ -38,7 +38,8 @@ class PreTokenizer {
   void split(std::string_view text, PreTokenizerScratch& scratch) const;
 
  private:
-  std::vector<std::unique_ptr<SplitRegex>> regexes_;  // applied in order, each with Isolated behavior
+  std::vector<std::unique_ptr<SplitRegex>>
+      regexes_;  // applied in order, each with Isolated behavior
 };
 
 }  // namespace titan::data

@@ -86,7 +86,8 @@ Tokenizer Tokenizer::from_directory(const std::string& dir) {
   auto impl = std::make_unique<Impl>();
   impl->path = file;
   try {
-    if (!j.is_object() || !j.contains("model")) fail("tokenizer file ", file, ": no 'model' section");
+    if (!j.is_object() || !j.contains("model"))
+      fail("tokenizer file ", file, ": no 'model' section");
     if (j.contains("truncation") && !j["truncation"].is_null()) {
       fail("tokenizer file ", file, ": truncation is not supported (set it to null)");
     }
@@ -112,7 +113,8 @@ Tokenizer Tokenizer::from_directory(const std::string& dir) {
       a.rstrip = t.value("rstrip", false);
       a.normalized = t.value("normalized", false);
       a.special = t.value("special", false);
-      if (a.id < 0) fail("tokenizer file ", file, ": added token '", a.content, "' has a negative id");
+      if (a.id < 0)
+        fail("tokenizer file ", file, ": added token '", a.content, "' has a negative id");
       impl->added_ids[a.content] = a.id;
       added_contents.emplace_back(a.id, a.content);
       bound = std::max(bound, a.id + 1);

@@ -31,7 +31,8 @@ class Handler : public nlohmann::json_sax<json> {
   bool string(string_t& v) override {
     if (mode_ == Mode::kMerges) {
       const size_t space = v.find(' ');
-      if (space == std::string::npos) fail("tokenizer file ", file_, ": merge '", v, "' is not 'a b'");
+      if (space == std::string::npos)
+        fail("tokenizer file ", file_, ": merge '", v, "' is not 'a b'");
       out_.merges.emplace_back(v.substr(0, space), v.substr(space + 1));
       return true;
     }
@@ -113,7 +114,8 @@ class Handler : public nlohmann::json_sax<json> {
     return true;
   }
   [[noreturn]] void bad_entry() const {
-    fail("tokenizer file ", file_, ": model.vocab must map tokens to integer ids and model.merges "
+    fail("tokenizer file ", file_,
+         ": model.vocab must map tokens to integer ids and model.merges "
          "must hold 'a b' strings or [a, b] pairs");
   }
   // Adds a scalar or an empty container to the open container (or makes it the root).

@@ -9,6 +9,9 @@ namespace titan::models {
 
 // q [B, nq, S, d], k/v [B, nkv, S, d] with nq a multiple of nkv; query head h reads kv head
 // h / (nq / nkv). Scale is 1/sqrt(d). Returns [B, nq, S, d].
-at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v);
+// With `past` > 0 the keys/values hold `past` earlier tokens before the S new ones (kv length
+// past + S) and query i sees keys 0..past+i (incremental decoding).
+at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                            int64_t past = 0);
 
 }  // namespace titan::models

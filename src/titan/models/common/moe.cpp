@@ -77,7 +77,8 @@ at::Tensor load_balancing_loss(const std::vector<at::Tensor>& router_logits, int
     prob_sum = prob_sum + probs.to(at::kFloat).sum(0);
     rows += static_cast<double>(logits.size(0));
   }
-  return at::sum((counts / rows) * (prob_sum / rows).unsqueeze(0)) * static_cast<double>(num_experts);
+  return at::sum((counts / rows) * (prob_sum / rows).unsqueeze(0)) *
+         static_cast<double>(num_experts);
 }
 
 void update_expert_bias(at::Tensor& expert_bias, const at::Tensor& load, double rate) {

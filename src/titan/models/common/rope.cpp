@@ -26,7 +26,8 @@ RopeFrequencies rope_frequencies(const RopeSettings& s) {
     return out;
   }
   const double factor = s.factor;
-  out.attention_scaling = s.attention_factor.value_or(factor <= 1 ? 1.0 : 0.1 * std::log(factor) + 1.0);
+  out.attention_scaling =
+      s.attention_factor.value_or(factor <= 1 ? 1.0 : 0.1 * std::log(factor) + 1.0);
   const at::Tensor extrapolation = at::reciprocal(pos_freqs);
   const at::Tensor interpolation = at::reciprocal(factor * pos_freqs);
   double low = correction_dim(s.beta_fast, dim, s.theta, s.original_max_position_embeddings);
@@ -38,11 +39,9 @@ RopeFrequencies rope_frequencies(const RopeSettings& s) {
   low = std::max(low, 0.0);
   high = std::min(high, static_cast<double>(dim - 1));
   if (low == high) high += 0.001;  // as HF: avoid a zero-width ramp
-  const at::Tensor ramp =
-      at::clamp((at::arange(dim / 2, at::kFloat) - low) / (high - low), 0, 1);
+  const at::Tensor ramp = at::clamp((at::arange(dim / 2, at::kFloat) - low) / (high - low), 0, 1);
   const at::Tensor extrapolation_weight = 1 - ramp;
-  out.inv_freq =
-      interpolation * (1 - extrapolation_weight) + extrapolation * extrapolation_weight;
+  out.inv_freq = interpolation * (1 - extrapolation_weight) + extrapolation * extrapolation_weight;
   return out;
 }
 

@@ -30,8 +30,8 @@ TrainerConfig debug_model(const std::string& flavor, const std::string& name) {
 // Training from scratch at a published size (torchtitan-like recipe: AdamW 3e-4 with warmup,
 // 4096-token sequences, bf16 compute on fp32 master weights, selective activation
 // checkpointing). Bigger models get smaller per-device batches and learning rates.
-TrainerConfig pretrain(const std::string& flavor, const std::string& name,
-                       int64_t local_batch_size, double lr, const std::string& ac_mode) {
+TrainerConfig pretrain(const std::string& flavor, const std::string& name, int64_t local_batch_size,
+                       double lr, const std::string& ac_mode) {
   TrainerConfig c;
   c.job.dump_folder = "./outputs/" + name;
   c.job.description = "Qwen3 " + flavor + " training from scratch";
@@ -71,8 +71,8 @@ TrainerConfig pretrain_moe(const std::string& flavor, const std::string& name,
 // Fine-tuning a published checkpoint (assets/hf/Qwen3-<size>, as downloaded from
 // Qwen/Qwen3-<size>): a small learning rate, warmup over ~3% of the steps, cosine decay, no
 // weight decay (the HF Trainer's defaults), and a bf16 Hugging Face export at the end.
-TrainerConfig finetune(const std::string& flavor, const std::string& name,
-                       int64_t local_batch_size, const std::string& ac_mode) {
+TrainerConfig finetune(const std::string& flavor, const std::string& name, int64_t local_batch_size,
+                       const std::string& ac_mode) {
   TrainerConfig c;
   c.job.dump_folder = "./outputs/" + name;
   c.job.description = "Qwen3 " + flavor + " fine-tune";
@@ -149,37 +149,37 @@ constexpr Size kSizes[] = {
 }  // namespace
 
 void register_qwen3_configs(config::ConfigRegistry& registry) {
-  registry.add("qwen3", "qwen3_debugmodel",
-               [] { return debug_model("debugmodel", "qwen3_debugmodel"); },
-               "tiny dense Qwen3 (real vocabulary), 20 steps; trains on 2 CPU cores");
-  registry.add("qwen3", "qwen3_debugmodel_moe",
-               [] {
-                 TrainerConfig c = debug_model("debugmodel_moe", "qwen3_debugmodel_moe");
-                 c.model.moe_load_balancing = "aux_loss";
-                 return c;
-               },
-               "tiny Qwen3-MoE (8 experts, top-2, real vocabulary), 20 steps");
+  registry.add(
+      "qwen3", "qwen3_debugmodel", [] { return debug_model("debugmodel", "qwen3_debugmodel"); },
+      "tiny dense Qwen3 (real vocabulary), 20 steps; trains on 2 CPU cores");
+  registry.add(
+      "qwen3", "qwen3_debugmodel_moe",
+      [] {
+        TrainerConfig c = debug_model("debugmodel_moe", "qwen3_debugmodel_moe");
+        c.model.moe_load_balancing = "aux_loss";
+        return c;
+      },
+      "tiny Qwen3-MoE (8 experts, top-2, real vocabulary), 20 steps");
   registry.add("qwen3", "qwen3_debugmodel_default_job", default_job,
                "the `make train` job: debugmodel on assets/corpus/python_stdlib.jsonl, HF export");
   for (const Size& size : kSizes) {
     const std::string name = std::string("qwen3_") + size.config;
-    registry.add("qwen3", name,
-                 [size, name] {
-                   return size.moe ? pretrain_moe(size.flavor, name, size.local_batch_size,
-                                                  size.lr, size.ac_mode)
-                                   : pretrain(size.flavor, name, size.local_batch_size, size.lr,
-                                              size.ac_mode);
-                 },
-                 std::string("Qwen3-") + size.flavor + " from scratch, seq_len 4096");
+    registry.add(
+        "qwen3", name,
+        [size, name] {
+          return size.moe
+                     ? pretrain_moe(size.flavor, name, size.local_batch_size, size.lr, size.ac_mode)
+                     : pretrain(size.flavor, name, size.local_batch_size, size.lr, size.ac_mode);
+        },
+        std::string("Qwen3-") + size.flavor + " from scratch, seq_len 4096");
   }
   for (const Size& size : kSizes) {
     const std::string name = std::string("qwen3_") + size.config + "_finetune";
-    registry.add("qwen3", name,
-                 [size, name] {
-                   return finetune(size.flavor, name, size.local_batch_size, size.ac_mode);
-                 },
-                 std::string("fine-tune Qwen/Qwen3-") + size.flavor + " from assets/hf/Qwen3-" +
-                     size.flavor + ", lr 2e-5 cosine, bf16 HF export");
+    registry.add(
+        "qwen3", name,
+        [size, name] { return finetune(size.flavor, name, size.local_batch_size, size.ac_mode); },
+        std::string("fine-tune Qwen/Qwen3-") + size.flavor + " from assets/hf/Qwen3-" +
+            size.flavor + ", lr 2e-5 cosine, bf16 HF export");
   }
 }
 

@@ -12,9 +12,7 @@
 namespace titan::models {
 namespace {
 
-at::Tensor cast(const at::Tensor& t, at::ScalarType dtype) {
-  return t.defined() ? t.to(dtype) : t;
-}
+at::Tensor cast(const at::Tensor& t, at::ScalarType dtype) { return t.defined() ? t.to(dtype) : t; }
 
 RopeSettings rope_settings(const Qwen3Args& a) {
   RopeSettings s;
@@ -73,7 +71,8 @@ Qwen3Model::Qwen3Model(const Qwen3Args& args, const Qwen3Options& options,
       l.experts_down = make({E, H, Im});
       l.router = make({E, H});
       l.load = at::zeros({E}, at::kFloat);
-      if (options_.balancing == MoeBalancing::kExpertBias) l.expert_bias = at::zeros({E}, at::kFloat);
+      if (options_.balancing == MoeBalancing::kExpertBias)
+        l.expert_bias = at::zeros({E}, at::kFloat);
     } else {
       l.gate_proj = make({a.intermediate_size, H});
       l.up_proj = make({a.intermediate_size, H});
@@ -107,8 +106,7 @@ void Qwen3Model::initialise(uint64_t seed) {
   if (args_.pad_token_id) embed_tokens[*args_.pad_token_id].zero_();
 }
 
-void Qwen3Model::visit_parameters(
-    const std::function<void(const std::string&, at::Tensor&)>& f) {
+void Qwen3Model::visit_parameters(const std::function<void(const std::string&, at::Tensor&)>& f) {
   f("model.embed_tokens.weight", embed_tokens);
   for (size_t i = 0; i < layers_.size(); ++i) {
     Layer& l = layers_[i];
@@ -188,9 +186,9 @@ nlohmann::json Qwen3Model::hf_config(const std::string& dtype) const {
 at::Tensor Qwen3Model::output_weight() { return lm_head.defined() ? lm_head : embed_tokens; }
 
 const RopeTables& Qwen3Model::rope_for(int64_t seq_len, at::Device device) {
-  const auto key = std::make_tuple(seq_len, static_cast<int>(device.type()),
-                                   static_cast<int>(device.index()),
-                                   static_cast<int>(compute_dtype_));
+  const auto key =
+      std::make_tuple(seq_len, static_cast<int>(device.type()), static_cast<int>(device.index()),
+                      static_cast<int>(compute_dtype_));
   auto it = rope_cache_.find(key);
   if (it == rope_cache_.end()) {
     at::NoGradGuard no_grad;
@@ -200,17 +198,34 @@ const RopeTables& Qwen3Model::rope_for(int64_t seq_len, at::Device device) {
   return it->second;
 }
 
-at::Tensor Qwen3Model::attention(const Layer& l, const at::Tensor& x, const RopeTables& rope) {
+at::Tensor Qwen3Model::attention(const Layer& l, const at::Tensor& x, const RopeTables& rope,
+                                 KVCache* cache, size_t layer_index) {
   const auto dt = compute_dtype_;
   const int64_t B = x.size(0), S = x.size(1), d = args_.head_dim;
   const double eps = args_.rms_norm_eps;
   auto project = [&](const at::Tensor& w, const at::Tensor& b) {
     return at::linear(x, w.to(dt), cast(b, dt)).view({B, S, -1, d});
   };
-  const at::Tensor q = apply_rope(rms_norm(project(l.q_proj, l.q_bias), l.q_norm, eps).transpose(1, 2), rope);
-  const at::Tensor k = apply_rope(rms_norm(project(l.k_proj, l.k_bias), l.k_norm, eps).transpose(1, 2), rope);
-  const at::Tensor v = project(l.v_proj, l.v_bias).transpose(1, 2);
-  const at::Tensor o = causal_attention(q, k, v).transpose(1, 2).reshape({B, S, -1});
+  const at::Tensor q =
+      apply_rope(rms_norm(project(l.q_proj, l.q_bias), l.q_norm, eps).transpose(1, 2), rope);
+  at::Tensor k =
+      apply_rope(rms_norm(project(l.k_proj, l.k_bias), l.k_norm, eps).transpose(1, 2), rope);
+  at::Tensor v = project(l.v_proj, l.v_bias).transpose(1, 2);
+  int64_t past = 0;
+  if (cache != nullptr) {
+    past = cache->length;
+    if (cache->keys.size() <= layer_index) {
+      cache->keys.resize(layer_index + 1);
+      cache->values.resize(layer_index + 1);
+    }
+    if (past > 0) {
+      k = at::cat({cache->keys[layer_index], k}, 2);
+      v = at::cat({cache->values[layer_index], v}, 2);
+    }
+    cache->keys[layer_index] = k;
+    cache->values[layer_index] = v;
+  }
+  const at::Tensor o = causal_attention(q, k, v, past).transpose(1, 2).reshape({B, S, -1});
   return at::linear(o, l.o_proj.to(dt), cast(l.o_bias, dt));
 }
 
@@ -218,8 +233,8 @@ at::Tensor Qwen3Model::feed_forward(Layer& l, const at::Tensor& x,
                                     std::vector<at::Tensor>& router_logits) {
   if (!l.sparse) return swiglu_mlp(x, l.gate_proj, l.up_proj, l.down_proj);
   const at::Tensor flat = x.reshape({-1, x.size(-1)});
-  const Routing routing = route_tokens(flat, l.router, args_.num_experts_per_tok,
-                                       args_.norm_topk_prob, l.expert_bias);
+  const Routing routing =
+      route_tokens(flat, l.router, args_.num_experts_per_tok, args_.norm_topk_prob, l.expert_bias);
   if (options_.balancing == MoeBalancing::kAuxLoss) router_logits.push_back(routing.logits);
   if (l.expert_bias.defined() && at::GradMode::is_enabled()) {
     at::NoGradGuard no_grad;
@@ -228,16 +243,20 @@ at::Tensor Qwen3Model::feed_forward(Layer& l, const at::Tensor& x,
   return grouped_experts(flat, routing, l.experts_gate_up, l.experts_down).view(x.sizes());
 }
 
-at::Tensor Qwen3Model::final_hidden(const at::Tensor& input_ids) {
+at::Tensor Qwen3Model::hidden_states(const at::Tensor& input_ids, KVCache* cache) {
   TITAN_CHECK(input_ids.dim() == 2, "input ids must be [batch, seq], got ", input_ids.sizes());
   const at::Tensor ids = input_ids.to(embed_tokens.device(), at::kLong);
-  const RopeTables& rope = rope_for(ids.size(1), embed_tokens.device());
+  const int64_t past = cache != nullptr ? cache->length : 0;
+  RopeTables rope = rope_for(past + ids.size(1), embed_tokens.device());
+  if (past > 0) rope = {rope.cos.slice(0, past), rope.sin.slice(0, past)};
   // Gather in the parameter dtype, then cast: the same values as casting the whole table.
-  at::Tensor h = at::embedding(embed_tokens, ids, args_.pad_token_id.value_or(-1)).to(compute_dtype_);
+  at::Tensor h =
+      at::embedding(embed_tokens, ids, args_.pad_token_id.value_or(-1)).to(compute_dtype_);
   std::vector<at::Tensor> router_logits;
   const double eps = args_.rms_norm_eps;
-  for (Layer& l : layers_) {
-    h = h + attention(l, rms_norm(h, l.input_norm, eps), rope);
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    Layer& l = layers_[i];
+    h = h + attention(l, rms_norm(h, l.input_norm, eps), rope, cache, i);
     h = h + feed_forward(l, rms_norm(h, l.post_norm, eps), router_logits);
   }
   extra_loss_ = at::Tensor();
@@ -246,6 +265,17 @@ at::Tensor Qwen3Model::final_hidden(const at::Tensor& input_ids) {
                   load_balancing_loss(router_logits, args_.num_experts, args_.num_experts_per_tok);
   }
   return rms_norm(h, final_norm, eps);
+}
+
+at::Tensor Qwen3Model::final_hidden(const at::Tensor& input_ids) {
+  return hidden_states(input_ids, nullptr);
+}
+
+at::Tensor Qwen3Model::forward_cached(const at::Tensor& input_ids, KVCache& cache) {
+  at::NoGradGuard no_grad;
+  const at::Tensor h = hidden_states(input_ids, &cache);
+  cache.length += input_ids.size(1);
+  return at::linear(h, output_weight().to(compute_dtype_));
 }
 
 at::Tensor Qwen3Model::forward(const at::Tensor& input_ids) {

@@ -7,9 +7,9 @@
 
 #include <functional>
 #include <map>
-#include <tuple>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "titan/models/common/rope.h"
@@ -35,6 +35,7 @@ class Qwen3Model : public Model {
   at::Tensor forward(const at::Tensor& input_ids) override;
   at::Tensor final_hidden(const at::Tensor& input_ids) override;
   at::Tensor output_weight() override;
+  at::Tensor forward_cached(const at::Tensor& input_ids, KVCache& cache) override;
   at::Tensor extra_loss() override { return extra_loss_; }
   void after_optimizer_step() override;
   NamedTensors named_parameters() override;
@@ -52,7 +53,7 @@ class Qwen3Model : public Model {
     bool sparse = false;
     at::Tensor q_proj, q_bias, k_proj, k_bias, v_proj, v_bias, o_proj, o_bias;
     at::Tensor q_norm, k_norm;
-    at::Tensor gate_proj, up_proj, down_proj;  // dense MLP
+    at::Tensor gate_proj, up_proj, down_proj;          // dense MLP
     at::Tensor experts_gate_up, experts_down, router;  // routed experts
     at::Tensor input_norm, post_norm;
     at::Tensor expert_bias;  // buffer, kExpertBias only
@@ -63,7 +64,10 @@ class Qwen3Model : public Model {
   void visit_parameters(const std::function<void(const std::string&, at::Tensor&)>& f);
   void visit_buffers(const std::function<void(const std::string&, at::Tensor&)>& f);
   void initialise(uint64_t seed);
-  at::Tensor attention(const Layer& layer, const at::Tensor& x, const RopeTables& rope);
+  // The decoder stack up to the final norm; with a cache, the new tokens follow its contents.
+  at::Tensor hidden_states(const at::Tensor& input_ids, KVCache* cache);
+  at::Tensor attention(const Layer& layer, const at::Tensor& x, const RopeTables& rope,
+                       KVCache* cache, size_t layer_index);
   at::Tensor feed_forward(Layer& layer, const at::Tensor& x,
                           std::vector<at::Tensor>& router_logits);
   const RopeTables& rope_for(int64_t seq_len, at::Device device);

@@ -18,9 +18,7 @@ class ConfigReader {
   ConfigReader(const nlohmann::json& json, std::string source)
       : json_(json), source_(std::move(source)) {}
 
-  bool has(const std::string& key) const {
-    return json_.contains(key) && !json_.at(key).is_null();
-  }
+  bool has(const std::string& key) const { return json_.contains(key) && !json_.at(key).is_null(); }
   const nlohmann::json& at(const std::string& key) const { return json_.at(key); }
 
   void read_int(const std::string& key, int64_t& out) const {
@@ -233,9 +231,9 @@ void Qwen3Args::validate(const std::string& source) const {
   positive("num_key_value_heads", num_key_value_heads);
   positive("head_dim", head_dim);
   TITAN_CHECK(head_dim % 2 == 0, source, ": head_dim must be even for RoPE, got ", head_dim);
-  TITAN_CHECK(num_attention_heads % num_key_value_heads == 0, source,
-              ": num_attention_heads (", num_attention_heads,
-              ") must be a multiple of num_key_value_heads (", num_key_value_heads, ")");
+  TITAN_CHECK(num_attention_heads % num_key_value_heads == 0, source, ": num_attention_heads (",
+              num_attention_heads, ") must be a multiple of num_key_value_heads (",
+              num_key_value_heads, ")");
   TITAN_CHECK(rms_norm_eps > 0, source, ": rms_norm_eps must be positive, got ", rms_norm_eps);
   TITAN_CHECK(rope_theta > 0, source, ": rope_theta must be positive, got ", rope_theta);
   TITAN_CHECK(initializer_range >= 0, source, ": initializer_range must be >= 0, got ",
@@ -264,22 +262,22 @@ Qwen3Args qwen3_flavor(const std::string& name) {
   const auto& table = flavors();
   auto it = table.find(name);
   if (it == table.end()) {
-    fail("unknown Qwen3 flavor '", name, "' (known: ", join(qwen3_flavor_names()),
-         ", or auto)");
+    fail("unknown Qwen3 flavor '", name, "' (known: ", join(qwen3_flavor_names()), ", or auto)");
   }
   return it->second;
 }
 
 std::vector<std::string> qwen3_flavor_names() {
   // Listed from small to large, as a user reads them.
-  return {"debugmodel", "debugmodel_moe", "0.6B", "1.7B", "4B", "8B", "14B", "32B",
-          "30B-A3B", "235B-A22B"};
+  return {"debugmodel", "debugmodel_moe", "0.6B",     "1.7B", "4B", "8B", "14B",
+          "32B",        "30B-A3B",        "235B-A22B"};
 }
 
 Qwen3Args qwen3_args_from_hf_config(const nlohmann::json& config, const std::string& source) {
   TITAN_CHECK(config.is_object(), source, ": config.json must be a JSON object");
   ConfigReader r(config, source);
-  TITAN_CHECK(r.has("model_type"), source, ": key 'model_type' is missing (need qwen3 or qwen3_moe)");
+  TITAN_CHECK(r.has("model_type"), source,
+              ": key 'model_type' is missing (need qwen3 or qwen3_moe)");
   std::string model_type;
   r.read_string("model_type", model_type);
   TITAN_CHECK(model_type == "qwen3" || model_type == "qwen3_moe", source, ": model_type '",
@@ -342,8 +340,8 @@ Qwen3Args qwen3_args_from_hf_config(const nlohmann::json& config, const std::str
     if (r.has("num_local_experts")) {
       int64_t local = 0;
       r.read_int("num_local_experts", local);
-      TITAN_CHECK(!has_experts || local == a.num_experts, source, ": num_experts (",
-                  a.num_experts, ") and num_local_experts (", local, ") disagree");
+      TITAN_CHECK(!has_experts || local == a.num_experts, source, ": num_experts (", a.num_experts,
+                  ") and num_local_experts (", local, ") disagree");
       a.num_experts = local;
     }
     a.num_experts_per_tok = 8;
@@ -432,8 +430,8 @@ nlohmann::json qwen3_args_to_hf_config(const Qwen3Args& a, const std::string& dt
   return c;
 }
 
-void check_same_architecture(const Qwen3Args& f, const std::string& flavor_name,
-                             const Qwen3Args& c, const std::string& file_path) {
+void check_same_architecture(const Qwen3Args& f, const std::string& flavor_name, const Qwen3Args& c,
+                             const std::string& file_path) {
   auto mismatch = [&](const char* field, const std::string& a, const std::string& b) {
     fail("model.flavor '", flavor_name, "' does not match ", file_path, ": ", field, " is ", a,
          " in the flavor but ", b, " in the file (use --model.flavor auto to take the file's)");
@@ -480,8 +478,7 @@ void check_same_architecture(const Qwen3Args& f, const std::string& flavor_name,
 }
 
 Qwen3Args resolve_qwen3_args(const config::ModelConfig& model) {
-  const std::filesystem::path path =
-      std::filesystem::path(model.hf_assets_path) / "config.json";
+  const std::filesystem::path path = std::filesystem::path(model.hf_assets_path) / "config.json";
   const bool present = !model.hf_assets_path.empty() && std::filesystem::exists(path);
   auto read_file = [&] {
     std::ifstream in(path);

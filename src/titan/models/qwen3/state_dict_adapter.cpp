@@ -14,7 +14,8 @@ const std::string kEmbed = "model.embed_tokens.weight";
 const std::string kLmHead = "lm_head.weight";
 
 bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 std::string shape_string(at::IntArrayRef shape) {
@@ -175,8 +176,9 @@ NamedTensors from_hf(const std::vector<std::string>& hf_keys,
     const at::Tensor embed = read(kEmbed);
     if (head.sizes() != embed.sizes() || head.scalar_type() != embed.scalar_type() ||
         !at::equal(head, embed)) {
-      m.add_problem("lm_head.weight differs from model.embed_tokens.weight but the config has "
-                    "tie_word_embeddings=true");
+      m.add_problem(
+          "lm_head.weight differs from model.embed_tokens.weight but the config has "
+          "tie_word_embeddings=true");
     }
   }
   m.throw_if_problems();

@@ -1,9 +1,71 @@
-// titan convert (stub until implemented).
+// titan convert --from DIR --to DIR: training checkpoint <-> Hugging Face directory.
+#include <filesystem>
+#include <iostream>
+#include <regex>
+
+#include "titan/checkpoint/hf_export.h"
+#include "titan/checkpoint/training_checkpoint.h"
 #include "titan/cli/commands.h"
+#include "titan/cli/model_source.h"
 #include "titan/common/error.h"
 
-namespace titan::cli {
+namespace fs = std::filesystem;
 
-int run_convert(const Args& args) { fail("titan convert is not implemented yet"); }
+namespace titan::cli {
+namespace {
+
+constexpr const char* kHelp = R"(usage: titan convert --from DIR --to DIR [--dtype float32|bfloat16|float16] [--max-shard-size 5GB]
+
+Converts between the two checkpoint kinds:
+  a training checkpoint (a step-N folder, or a checkpoint folder: its newest step) -> a
+    Hugging Face directory (config.json, safetensors weights in --dtype, tokenizer files);
+  a Hugging Face directory -> a training checkpoint holding the model (written to DIR when it
+    is named step-N, else to DIR/step-0), which `titan train` resumes from or loads.
+)";
+
+}  // namespace
+
+int run_convert(const Args& args) {
+  for (const auto& a : args)
+    if (a == "--help" || a == "-h") {
+      std::cout << kHelp;
+      return 0;
+    }
+  const FlagParser flags(args, "convert", {"--from", "--to", "--dtype", "--max-shard-size"});
+  const std::string from = flags.require("--from");
+  const std::string to = flags.require("--to");
+  LoadedModel loaded = load_model(from, models::BuildOptions{});
+  if (loaded.from_checkpoint) {
+    checkpoint::export_hf_directory(*loaded.model, *loaded.spec, to,
+                                    flags.get("--dtype", "float32"),
+                                    checkpoint::parse_size(flags.get("--max-shard-size", "5GB")),
+                                    loaded.tokenizer_dir);
+    std::cout << "[titan] wrote Hugging Face directory " << to << std::endl;
+    return 0;
+  }
+  TITAN_CHECK(!flags.has("--dtype"), "titan convert: --dtype applies only to Hugging Face output");
+  fs::path target(to);
+  static const std::regex pattern("step-([0-9]+)");
+  std::smatch m;
+  const std::string name = target.filename().string();
+  int64_t step = 0;
+  std::string folder = to;
+  if (std::regex_match(name, m, pattern)) {
+    step = std::stoll(m[1]);
+    folder = target.parent_path().string();
+  }
+  checkpoint::TrainingCheckpoint ckpt;
+  ckpt.step = step;
+  ckpt.model = loaded.model->named_parameters();
+  for (auto& b : loaded.model->named_buffers()) ckpt.model.push_back(b);
+  ckpt.state["model"] = {{"name", loaded.spec->name},
+                         {"hf_config", loaded.model->hf_config("float32")},
+                         {"hf_assets_path", fs::absolute(from).string()}};
+  ckpt.state["train_state"] = {{"step", step}, {"tokens_seen", 0}};
+  const checkpoint::CheckpointStore store(folder, 0);
+  store.save(ckpt);
+  std::cout << "[titan] wrote training checkpoint " << store.step_dir(step) << std::endl;
+  return 0;
+}
 
 }  // namespace titan::cli

@@ -1,0 +1,22 @@
+// The training loop: data -> model -> loss -> backward -> clip -> AdamW -> lr schedule ->
+// metrics -> checkpoints, from a resolved TrainerConfig. Everything model-specific goes
+// through the ModelSpec named by model.name.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "titan/config/trainer_config.h"
+
+namespace titan::train {
+
+struct TrainSummary {
+  std::vector<double> losses;  // one per step run by this process
+  int64_t last_step = 0;
+  std::string hf_export_dir;   // empty unless checkpoint.last_save_in_hf
+};
+
+// Runs the whole job described by `config`; throws titan::Error for bad input.
+TrainSummary run_training(const config::TrainerConfig& config);
+
+}  // namespace titan::train

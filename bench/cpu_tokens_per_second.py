@@ -38,7 +38,7 @@ def main():
     torch.manual_seed(0)
     # The debugmodel / debugmodel_moe flavors' shape, with the real Qwen3 vocabulary.
     common = dict(vocab_size=151936, hidden_size=256, num_hidden_layers=4, num_attention_heads=8,
-                  num_key_value_heads=4, head_dim=32, intermediate_size=768,
+                  num_key_value_heads=4, head_dim=64, intermediate_size=768,
                   max_position_embeddings=4096, rope_theta=1e6, tie_word_embeddings=True)
     if args.moe:
         cfg = Qwen3MoeConfig(**common, moe_intermediate_size=256, num_experts=8,
@@ -56,7 +56,7 @@ def main():
     # Native titan.
     dump = tmp / "titan"
     subprocess.run(
-        [str(REPO / "build" / "bin" / "titan"), "train", "--module", "qwen3", "--config",
+        [os.environ.get("TITAN_BIN", str(REPO / "build" / "bin" / "titan")), "train", "--module", "qwen3", "--config",
          "qwen3_debugmodel", "--model.flavor", "auto", "--model.hf_assets_path", str(src),
          "--checkpoint.initial_load_in_hf", "--training.steps", str(args.steps),
          "--training.local_batch_size", str(args.batch), "--training.seq_len", str(args.seq),

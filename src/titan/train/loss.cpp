@@ -1,5 +1,7 @@
 #include "titan/train/loss.h"
 
+#include <algorithm>
+
 #include <torch/csrc/autograd/custom_function.h>
 
 #include <string>
@@ -32,13 +34,13 @@ at::Tensor divide_by_count(const at::Tensor& sum, const at::Tensor& labels, int6
   return sum / valid_token_count(labels, ignore_index).clamp_min(1).to(sum.scalar_type());
 }
 
-// Liger-Kernel's chunk size: enough rows that a chunk of logits is about the size of hidden.
+// Rows per chunk: as many as keep one chunk of float32 logits near 256 MB. Fewer, larger
+// matmuls matter: a chunk of a few rows turns the weight gradient into many rank-1 updates of
+// the whole [V, H] matrix.
 int64_t default_chunk_rows(int64_t rows, int64_t hidden, int64_t vocab) {
-  const int64_t inc_factor = (vocab + hidden - 1) / hidden;
-  const int64_t target = std::max<int64_t>(1, (rows + inc_factor - 1) / inc_factor);
-  int64_t chunk = 1;
-  while (chunk < target) chunk *= 2;
-  return chunk;
+  constexpr int64_t kLogitElementsPerChunk = int64_t{1} << 26;
+  return std::clamp<int64_t>(kLogitElementsPerChunk / std::max<int64_t>(vocab, 1), 1,
+                             std::max<int64_t>(rows, 1));
 }
 
 struct LossAndGrads {

@@ -18,6 +18,8 @@ SETUP :=
 endif
 
 # ccache must be told to accept precompiled headers.
+# Relative paths in the ccache keys let fresh clones (CI) reuse the cache of earlier builds.
+export CCACHE_BASEDIR := $(CURDIR)
 export CCACHE_SLOPPINESS := pch_defines,time_macros,include_file_mtime,include_file_ctime
 export CCACHE_MAXSIZE ?= 8G
 

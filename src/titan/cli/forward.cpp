@@ -11,9 +11,9 @@
 #include <iostream>
 #include <sstream>
 
-#include "titan/checkpoint/hf_import.h"
 #include "titan/checkpoint/safetensors.h"
 #include "titan/cli/commands.h"
+#include "titan/cli/model_source.h"
 #include "titan/common/error.h"
 #include "titan/models/model_spec.h"
 
@@ -21,11 +21,12 @@ namespace titan::cli {
 namespace {
 
 constexpr const char* kUsage =
-    "usage: titan forward --model HF_DIR (--tokens 1,2,3 | --tokens-file ids.json)\n"
+    "usage: titan forward --model HF_DIR_OR_CHECKPOINT (--tokens 1,2,3 | --tokens-file ids.json)\n"
     "                     [--backend native|transformers] [--dtype float32|bfloat16]\n"
     "                     --output logits.safetensors [--grads-output grads.safetensors]\n"
     "\n"
-    "Computes the logits [S, V] of the model in HF_DIR (config.json + safetensors weights)\n"
+    "Computes the logits [S, V] of the model in HF_DIR (config.json + safetensors weights),\n"
+    "or of a training checkpoint (step-N folder),\n"
     "for one sequence and writes them, as float32 under the key `logits`, to --output.\n"
     "  --dtype          compute dtype (parameters stay float32); default float32\n"
     "  --grads-output   also compute the causal-LM loss with labels = the tokens (shifted\n"
@@ -44,42 +45,19 @@ struct ForwardOptions {
 };
 
 ForwardOptions parse_options(const Args& args) {
+  const FlagParser flags(args, "forward",
+                         {"--model", "--tokens", "--tokens-file", "--backend", "--dtype",
+                          "--output", "--grads-output"});
   ForwardOptions o;
-  for (size_t i = 0; i < args.size(); ++i) {
-    std::string flag = args[i], value;
-    const auto eq = flag.find('=');
-    const bool inline_value = flag.rfind("--", 0) == 0 && eq != std::string::npos;
-    if (inline_value) {
-      value = flag.substr(eq + 1);
-      flag = flag.substr(0, eq);
-    }
-    auto next = [&]() -> std::string {
-      if (inline_value) return value;
-      TITAN_CHECK(i + 1 < args.size(), "titan forward: ", flag, " needs a value");
-      return args[++i];
-    };
-    if (flag == "--model") {
-      o.model_dir = next();
-    } else if (flag == "--tokens") {
-      o.tokens = next();
-    } else if (flag == "--tokens-file") {
-      o.tokens_file = next();
-    } else if (flag == "--backend") {
-      o.backend = next();
-    } else if (flag == "--dtype") {
-      o.dtype = next();
-    } else if (flag == "--output") {
-      o.output = next();
-    } else if (flag == "--grads-output") {
-      o.grads_output = next();
-    } else {
-      fail("titan forward: unknown argument '", args[i], "'; see titan forward --help");
-    }
-  }
-  TITAN_CHECK(!o.model_dir.empty(), "titan forward: --model HF_DIR is required");
+  o.model_dir = flags.require("--model");
+  o.tokens = flags.get("--tokens");
+  o.tokens_file = flags.get("--tokens-file");
+  o.backend = flags.get("--backend", "native");
+  o.dtype = flags.get("--dtype", "float32");
+  o.output = flags.require("--output");
+  o.grads_output = flags.get("--grads-output");
   TITAN_CHECK(o.tokens.empty() != o.tokens_file.empty(),
               "titan forward: give exactly one of --tokens and --tokens-file");
-  TITAN_CHECK(!o.output.empty(), "titan forward: --output FILE is required");
   TITAN_CHECK(o.backend == "native" || o.backend == "transformers", "titan forward: --backend '",
               o.backend, "' is not native or transformers");
   TITAN_CHECK(o.backend == "native",
@@ -152,19 +130,15 @@ int run_forward(const Args& args) {
       o.tokens_file.empty() ? parse_token_list(o.tokens) : read_token_file(o.tokens_file);
   TITAN_CHECK(!tokens.empty(), "titan forward: no token ids given");
 
-  const nlohmann::json config = checkpoint::read_hf_config(o.model_dir);
-  const models::ModelSpec& spec = models::get_model_spec("qwen3");
   models::BuildOptions build;
-  build.init_weights = false;
   build.compute_dtype = o.dtype == "bfloat16" ? at::kBFloat16 : at::kFloat;
-  const std::string config_path = (std::filesystem::path(o.model_dir) / "config.json").string();
-  std::unique_ptr<models::Model> model = spec.build_from_hf_config(config, config_path, build);
-  const int64_t vocab = config.value("vocab_size", int64_t{0});
+  LoadedModel loaded = load_model(o.model_dir, build);
+  models::Model* model = loaded.model.get();
+  const int64_t vocab = model->output_weight().size(0);
   for (int64_t id : tokens) {
     TITAN_CHECK(id >= 0 && id < vocab, "titan forward: token id ", id,
-                " is outside the vocabulary [0, ", vocab, ") of ", config_path);
+                " is outside the vocabulary [0, ", vocab, ") of ", o.model_dir);
   }
-  checkpoint::load_hf_weights(*model, spec, o.model_dir);
 
   const at::Tensor ids = at::tensor(tokens, at::kLong).view({1, -1});
   if (o.grads_output.empty()) {

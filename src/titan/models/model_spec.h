@@ -62,6 +62,9 @@ class Model {
   // Casts/moves every parameter and buffer.
   virtual void to(at::Device device, at::ScalarType param_dtype) = 0;
   virtual void set_compute_dtype(at::ScalarType dtype) = 0;
+  // activation_checkpoint.mode: "none", "selective" (every other layer recomputed in
+  // backward) or "full" (every layer).
+  virtual void set_activation_checkpointing(const std::string& mode) {}
 };
 
 // Converts between Hugging Face checkpoint names/layouts and the native ones.

@@ -58,6 +58,7 @@ TrainSummary run_training(const config::TrainerConfig& cfg) {
   build.compute_dtype = precision.compute_dtype;
   build.seed = static_cast<uint64_t>(cfg.training.seed);
   std::unique_ptr<models::Model> model = spec.build(cfg, build);
+  model->set_activation_checkpointing(cfg.activation_checkpoint.mode);
   const int64_t model_vocab = model->output_weight().size(0);
   TITAN_CHECK(tokenizer->vocab_size() <= model_vocab, "the tokenizer in ", cfg.model.hf_assets_path,
               " has ", tokenizer->vocab_size(), " tokens but the model's vocabulary is ", model_vocab);

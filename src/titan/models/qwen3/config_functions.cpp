@@ -114,11 +114,12 @@ TrainerConfig default_job() {
   c.job.description = "titan-cpp default job: Qwen3 debugmodel on the Python stdlib corpus";
   c.training.dataset = "python_stdlib";
   c.training.dataset_path = "assets/corpus/python_stdlib.jsonl";
-  c.training.steps = 80;
+  // Sized for about 3 minutes on 2 CPU cores: the loss falls from ~12 to ~7.
+  c.training.steps = 70;
   c.training.local_batch_size = 4;
-  c.training.seq_len = 256;
-  c.optimizer.lr = 1e-3;
-  c.lr_scheduler.warmup_steps = 8;
+  c.training.seq_len = 128;
+  c.optimizer.lr = 2e-3;
+  c.lr_scheduler.warmup_steps = 5;
   c.lr_scheduler.decay_type = "linear";
   c.lr_scheduler.min_lr_factor = 0.1;
   c.checkpoint.last_save_in_hf = true;

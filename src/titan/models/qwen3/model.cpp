@@ -4,6 +4,7 @@
 #include <ATen/core/grad_mode.h>
 
 #include "titan/common/error.h"
+#include "titan/models/common/activation_checkpoint.h"
 #include "titan/models/common/attention.h"
 #include "titan/models/common/moe.h"
 #include "titan/models/common/rms_norm.h"
@@ -254,8 +255,23 @@ at::Tensor Qwen3Model::hidden_states(const at::Tensor& input_ids, KVCache* cache
       at::embedding(embed_tokens, ids, args_.pad_token_id.value_or(-1)).to(compute_dtype_);
   std::vector<at::Tensor> router_logits;
   const double eps = args_.rms_norm_eps;
+  const bool aux_loss = options_.balancing == MoeBalancing::kAuxLoss;
   for (size_t i = 0; i < layers_.size(); ++i) {
     Layer& l = layers_[i];
+    // A recomputed layer must not feed the aux loss (its router logits would carry no graph).
+    const bool recompute = checkpoint_every_ > 0 && i % checkpoint_every_ == 0 &&
+                           cache == nullptr && at::GradMode::is_enabled() &&
+                           !(l.sparse && aux_loss);
+    if (recompute) {
+      h = checkpointed(
+          [this, &l, rope, eps](const at::Tensor& x) {
+            std::vector<at::Tensor> unused;
+            const at::Tensor y = x + attention(l, rms_norm(x, l.input_norm, eps), rope, nullptr, 0);
+            return y + feed_forward(l, rms_norm(y, l.post_norm, eps), unused);
+          },
+          h);
+      continue;
+    }
     h = h + attention(l, rms_norm(h, l.input_norm, eps), rope, cache, i);
     h = h + feed_forward(l, rms_norm(h, l.post_norm, eps), router_logits);
   }
@@ -280,6 +296,18 @@ at::Tensor Qwen3Model::forward_cached(const at::Tensor& input_ids, KVCache& cach
 
 at::Tensor Qwen3Model::forward(const at::Tensor& input_ids) {
   return at::linear(final_hidden(input_ids), output_weight().to(compute_dtype_));
+}
+
+void Qwen3Model::set_activation_checkpointing(const std::string& mode) {
+  if (mode == "none") {
+    checkpoint_every_ = 0;
+  } else if (mode == "selective") {
+    checkpoint_every_ = 2;
+  } else if (mode == "full") {
+    checkpoint_every_ = 1;
+  } else {
+    fail("activation_checkpoint.mode '", mode, "' is not one of none, selective, full");
+  }
 }
 
 void Qwen3Model::after_optimizer_step() {

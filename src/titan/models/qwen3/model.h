@@ -44,6 +44,7 @@ class Qwen3Model : public Model {
   nlohmann::json hf_config(const std::string& dtype) const override;
   void to(at::Device device, at::ScalarType param_dtype) override;
   void set_compute_dtype(at::ScalarType dtype) override { compute_dtype_ = dtype; }
+  void set_activation_checkpointing(const std::string& mode) override;
 
   const Qwen3Args& args() const { return args_; }
   at::ScalarType compute_dtype() const { return compute_dtype_; }
@@ -80,6 +81,7 @@ class Qwen3Model : public Model {
   RopeFrequencies rope_freqs_;
   std::map<std::tuple<int64_t, int, int, int>, RopeTables> rope_cache_;
   at::Tensor extra_loss_;
+  int64_t checkpoint_every_ = 0;  // recompute every n-th layer in backward; 0 = never
 };
 
 }  // namespace titan::models

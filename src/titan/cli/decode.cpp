@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "titan/cli/commands.h"
+#include "titan/cli/flag_parser.h"
 #include "titan/common/error.h"
 #include "titan/data/tokenizer/tokenizer.h"
 
@@ -48,22 +49,14 @@ std::vector<int32_t> parse_ids(std::string_view text, const std::string& where) 
 }  // namespace
 
 int run_decode(const Args& args) {
-  std::string tokenizer_dir;
-  bool jsonl = false;
-  for (size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == "--help" || args[i] == "-h") {
+  for (const auto& a : args)
+    if (a == "--help" || a == "-h") {
       std::cout << kUsage;
       return 0;
-    } else if (args[i] == "--tokenizer" && i + 1 < args.size()) {
-      tokenizer_dir = args[++i];
-    } else if (args[i] == "--jsonl") {
-      jsonl = true;
-    } else {
-      fail("decode: unexpected argument '", args[i], "'; see titan decode --help");
     }
-  }
-  TITAN_CHECK(!tokenizer_dir.empty(),
-              "decode: --tokenizer DIR is required; see titan decode --help");
+  const FlagParser flags(args, "decode", {"--tokenizer"}, {"--jsonl"});
+  const std::string tokenizer_dir = flags.require("--tokenizer");
+  const bool jsonl = flags.has("--jsonl");
   const auto tokenizer = data::Tokenizer::from_directory(tokenizer_dir);
 
   std::string input;

@@ -4,16 +4,11 @@
 #include <type_traits>
 
 #include "titan/common/error.h"
+#include "titan/common/strings.h"
 #include "titan/config/field_values.h"
 
 namespace titan::config {
 namespace {
-
-std::string join(const std::vector<std::string>& names) {
-  std::string out;
-  for (const auto& name : names) out += (out.empty() ? "" : ", ") + name;
-  return out;
-}
 
 size_t edit_distance(const std::string& a, const std::string& b) {
   std::vector<size_t> row(b.size() + 1);

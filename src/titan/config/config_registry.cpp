@@ -1,18 +1,9 @@
 #include "titan/config/config_registry.h"
 
 #include "titan/common/error.h"
+#include "titan/common/strings.h"
 
 namespace titan::config {
-namespace {
-
-std::string join(const std::vector<std::string>& names) {
-  std::string out;
-  for (const auto& name : names) out += (out.empty() ? "" : ", ") + name;
-  return out;
-}
-
-}  // namespace
-
 void ConfigRegistry::add(const std::string& module, const std::string& name,
                          std::function<TrainerConfig()> fn, const std::string& description) {
   TITAN_CHECK(!module.empty() && !name.empty(), "config registry: empty module or config name");

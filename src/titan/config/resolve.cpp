@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "titan/common/error.h"
+#include "titan/common/strings.h"
 #include "titan/config/config_fields.h"
 #include "titan/config/toml_overlay.h"
 #include "titan/config/validate.h"
@@ -18,12 +19,6 @@ struct Override {
   std::string value;
   std::string where;  // "--training.steps", for messages
 };
-
-std::string join(const std::vector<std::string>& names) {
-  std::string out;
-  for (const auto& name : names) out += (out.empty() ? "" : ", ") + name;
-  return out;
-}
 
 std::string list_configs(const ConfigRegistry& registry, const std::string& module) {
   std::vector<std::string> names;

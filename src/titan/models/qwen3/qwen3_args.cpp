@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "titan/common/error.h"
+#include "titan/common/strings.h"
 
 namespace titan::models {
 namespace {
@@ -187,12 +188,6 @@ const std::map<std::string, Qwen3Args>& flavors() {
     return t;
   }();
   return table;
-}
-
-std::string join(const std::vector<std::string>& names) {
-  std::string out;
-  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
-  return out;
 }
 
 std::string format_list(const std::vector<int64_t>& values) {

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# The one prepared call on the GPU machine (it has torch in python3 but no package registry):
+# build with CUDA against python3's torch, run the GPU checks and the throughput benchmark,
+# print a short table last. Logs go to $OUT (or the first argument).
+#   bash bench/gpu_check.sh [OUT_DIR]       (carry build-deps/ and assets/ to that machine)
+set -u -o pipefail
+OUT=${1:-${OUT:-/tmp/titan-gpu}}
+mkdir -p "$OUT"
+PY=${TITAN_PYTHON:-python3}
+B=build-cuda
+start=$(date +%s)
+stamp() { echo "[gpu_check +$(( $(date +%s) - start ))s] $*"; }
+
+DEPS=""
+[ -d build-deps ] && DEPS="-DTITAN_DEPS_PREFIX=$PWD/build-deps"
+stamp "configure"
+cmake -S . -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release -DTITAN_CUDA=ON \
+  -DTITAN_PYTHON_EXE="$(command -v $PY)" $DEPS > "$OUT/configure.log" 2>&1 \
+  || { tail -40 "$OUT/configure.log"; exit 1; }
+stamp "build"
+cmake --build $B -j "$(nproc)" --target titan titan_train_tests titan_models_tests \
+  > "$OUT/build.log" 2>&1 || { grep -E "error|FAILED" "$OUT/build.log" | head -30; tail -20 "$OUT/build.log"; exit 1; }
+
+declare -A result
+stamp "unit tests (train, models) on the CUDA build"
+OMP_NUM_THREADS=4 $B/bin/titan_train_tests > "$OUT/train_tests.log" 2>&1 && result[unit_train]=pass || result[unit_train]=FAIL
+OMP_NUM_THREADS=4 $B/bin/titan_models_tests > "$OUT/models_tests.log" 2>&1 && result[unit_models]=pass || result[unit_models]=FAIL
+
+stamp "debug model trains on CUDA (bf16 compute, fp32 master weights)"
+if $B/bin/titan train --module qwen3 --config qwen3_debugmodel_moe --training.device cuda \
+    --training.steps 30 --training.local_batch_size 8 --training.seq_len 512 --metrics.log_freq 10 \
+    --optimizer.lr 2e-3 --job.dump_folder "$OUT/debug_moe" --checkpoint.last_save_in_hf \
+    > "$OUT/debug_moe.log" 2>&1; then
+  result[cuda_train_moe]=$(grep '^step: 30' "$OUT/debug_moe.log" | head -1)
+else
+  result[cuda_train_moe]="FAIL: $(tail -2 "$OUT/debug_moe.log" | tr '\n' ' ')"
+fi
+grep -E '^step' "$OUT/debug_moe.log" | head -4
+
+stamp "CUDA export loads in transformers with equal logits (bf16 compute vs HF bf16)"
+$PY - "$OUT/debug_moe/hf/step-30" "$B/bin/titan" > "$OUT/export_check.log" 2>&1 <<'PYEOF' && result[export_logits]=$(tail -1 "$OUT/export_check.log") || result[export_logits]="FAIL: $(tail -1 "$OUT/export_check.log")"
+import subprocess, sys, tempfile, torch
+from safetensors.torch import load_file
+from transformers import AutoModelForCausalLM
+d, titan = sys.argv[1], sys.argv[2]
+toks = [9707, 11, 1879, 0, 576, 3974, 13876, 38835, 34208, 916, 279, 15678]
+m = AutoModelForCausalLM.from_pretrained(d, dtype=torch.float32).eval()
+with torch.no_grad():
+    ref = m(torch.tensor([toks])).logits[0]
+f = tempfile.mktemp(suffix=".safetensors")
+subprocess.run([titan, "forward", "--model", d, "--tokens", ",".join(map(str, toks)), "--output", f], check=True)
+ours = load_file(f)["logits"]
+err = ((ours - ref).abs().max() / ref.abs().max()).item()
+print(f"rel err fp32 {err:.2e}")
+assert err < 1e-5
+PYEOF
+
+stamp "throughput vs HF eager"
+$PY bench/gpu_throughput.py --titan $B/bin/titan --steps 10 --out "$OUT" 2>&1 | tee "$OUT/throughput.log" | grep -v '^{' 
+
+stamp "summary"
+for k in "${!result[@]}"; do printf '%-16s %s\n' "$k" "${result[$k]}"; done

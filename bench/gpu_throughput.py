@@ -22,7 +22,7 @@ CASES = {
     "qwen3-0.6B dense": (dict(hidden_size=1024, intermediate_size=3072, num_hidden_layers=28,
                               num_attention_heads=16, num_key_value_heads=8,
                               tie_word_embeddings=True), False, 4, 4096),
-    "qwen3-30B-A3B shape, 4 layers": (dict(hidden_size=2048, intermediate_size=6144,
+    "qwen3-30B-A3B shape 4 layers": (dict(hidden_size=2048, intermediate_size=6144,
                                            num_hidden_layers=4, num_attention_heads=32,
                                            num_key_value_heads=4, moe_intermediate_size=768,
                                            num_experts=128, num_experts_per_tok=8,

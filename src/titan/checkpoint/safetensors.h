@@ -68,7 +68,7 @@ void write_safetensors(const std::string& path,
                        const std::vector<std::pair<std::string, at::Tensor>>& tensors,
                        const std::map<std::string, std::string>& metadata = {{"format", "pt"}});
 
-std::string safetensors_dtype_name(at::ScalarType type);       // throws for unsupported
+std::string safetensors_dtype_name(at::ScalarType type);                // throws for unsupported
 at::ScalarType scalar_type_from_safetensors(const std::string& dtype);  // throws naming it
 
 }  // namespace titan::checkpoint

@@ -115,8 +115,8 @@ void CheckpointStore::prune() const {
   // Leftovers of saves that were killed are never checkpoints; remove them too.
   for (const auto& entry : fs::directory_iterator(folder_)) {
     const std::string name = entry.path().filename().string();
-    if (name.rfind(".step-", 0) == 0 && name.find(".tmp-" + std::to_string(::getpid())) ==
-                                            std::string::npos)
+    if (name.rfind(".step-", 0) == 0 &&
+        name.find(".tmp-" + std::to_string(::getpid())) == std::string::npos)
       fs::remove_all(entry.path());
   }
   if (keep_latest_k_ <= 0) return;
@@ -127,7 +127,8 @@ void CheckpointStore::prune() const {
   }
 }
 
-TrainingCheckpoint CheckpointStore::load(int64_t step, const std::vector<std::string>& exclude) const {
+TrainingCheckpoint CheckpointStore::load(int64_t step,
+                                         const std::vector<std::string>& exclude) const {
   for (const auto& part : exclude)
     TITAN_CHECK(std::find(checkpoint_parts().begin(), checkpoint_parts().end(), part) !=
                     checkpoint_parts().end(),
@@ -146,8 +147,8 @@ TrainingCheckpoint CheckpointStore::load(int64_t step, const std::vector<std::st
   }
   TITAN_CHECK(manifest.value("format_version", 0) == kFormatVersion, manifest_path.string(),
               ": unsupported format_version ", manifest.value("format_version", 0));
-  TITAN_CHECK(manifest.value("world_size", 1) == 1, manifest_path.string(),
-              ": saved by ", manifest.value("world_size", 1),
+  TITAN_CHECK(manifest.value("world_size", 1) == 1, manifest_path.string(), ": saved by ",
+              manifest.value("world_size", 1),
               " ranks; resharding across world sizes is not supported yet");
 
   TrainingCheckpoint ckpt;

@@ -14,7 +14,8 @@ namespace fs = std::filesystem;
 namespace titan::cli {
 namespace {
 
-constexpr const char* kHelp = R"(usage: titan convert --from DIR --to DIR [--dtype float32|bfloat16|float16] [--max-shard-size 5GB]
+constexpr const char* kHelp =
+    R"(usage: titan convert --from DIR --to DIR [--dtype float32|bfloat16|float16] [--max-shard-size 5GB]
 
 Converts between the two checkpoint kinds:
   a training checkpoint (a step-N folder, or a checkpoint folder: its newest step) -> a
@@ -36,10 +37,9 @@ int run_convert(const Args& args) {
   const std::string to = flags.require("--to");
   LoadedModel loaded = load_model(from, models::BuildOptions{});
   if (loaded.from_checkpoint) {
-    checkpoint::export_hf_directory(*loaded.model, *loaded.spec, to,
-                                    flags.get("--dtype", "float32"),
-                                    checkpoint::parse_size(flags.get("--max-shard-size", "5GB")),
-                                    loaded.tokenizer_dir);
+    checkpoint::export_hf_directory(
+        *loaded.model, *loaded.spec, to, flags.get("--dtype", "float32"),
+        checkpoint::parse_size(flags.get("--max-shard-size", "5GB")), loaded.tokenizer_dir);
     std::cout << "[titan] wrote Hugging Face directory " << to << std::endl;
     return 0;
   }

@@ -15,7 +15,8 @@
 namespace titan::cli {
 namespace {
 
-constexpr const char* kHelp = R"(usage: titan eval --model HF_DIR_OR_CHECKPOINT --data FILE [--seq-len 512] [--steps 8]
+constexpr const char* kHelp =
+    R"(usage: titan eval --model HF_DIR_OR_CHECKPOINT --data FILE [--seq-len 512] [--steps 8]
                   [--batch-size 1] [--tokenizer DIR] [--eos-token "<|endoftext|>"] [--device auto|cpu|cuda]
 
 Mean token loss of a model on a dataset (.jsonl with a "text" field, or .txt), packed exactly

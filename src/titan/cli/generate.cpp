@@ -14,7 +14,8 @@
 namespace titan::cli {
 namespace {
 
-constexpr const char* kHelp = R"(usage: titan generate --model HF_DIR_OR_CHECKPOINT --prompt TEXT [--max-new-tokens 64]
+constexpr const char* kHelp =
+    R"(usage: titan generate --model HF_DIR_OR_CHECKPOINT --prompt TEXT [--max-new-tokens 64]
                       [--temperature 0.7] [--top-k 20] [--seed 0] [--tokenizer DIR]
                       [--device auto|cpu|cuda] [--print-ids] [--ignore-eos]
 
@@ -75,8 +76,9 @@ int run_generate(const Args& args) {
   const std::string prompt = flags.require("--prompt");
   const std::vector<int32_t> prompt_ids = tokenizer.encode(prompt);
   TITAN_CHECK(!prompt_ids.empty(), "titan generate: the prompt is empty");
-  const std::vector<int64_t> stops =
-      flags.has("--ignore-eos") ? std::vector<int64_t>{} : eos_ids(loaded.model->hf_config("float32"));
+  const std::vector<int64_t> stops = flags.has("--ignore-eos")
+                                         ? std::vector<int64_t>{}
+                                         : eos_ids(loaded.model->hf_config("float32"));
 
   at::Generator gen = at::detail::createCPUGenerator(flags.get_int("--seed", 0));
   at::NoGradGuard no_grad;

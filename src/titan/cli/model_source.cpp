@@ -45,7 +45,8 @@ LoadedModel load_checkpoint(const fs::path& step_dir, const models::BuildOptions
                                              (step_dir / "manifest.json").string(), opts);
   train::load_into_model(*out.model, ckpt.model, step_dir.string());
   const std::string assets = desc.value("hf_assets_path", std::string());
-  if (!assets.empty() && fs::exists(fs::path(assets) / "tokenizer.json")) out.tokenizer_dir = assets;
+  if (!assets.empty() && fs::exists(fs::path(assets) / "tokenizer.json"))
+    out.tokenizer_dir = assets;
   out.from_checkpoint = true;
   out.step = ckpt.step;
   return out;

@@ -13,7 +13,8 @@
 namespace titan::cli {
 namespace {
 
-constexpr const char* kHelp = R"(usage: titan train --module M --config F [--config-file job.toml] [--section.field value ...]
+constexpr const char* kHelp =
+    R"(usage: titan train --module M --config F [--config-file job.toml] [--section.field value ...]
 
 Trains a model. The config is the named config function (see `titan configs`), overlaid by
 each --config-file, then by the --section.field overrides in order (booleans also as bare

@@ -34,7 +34,7 @@ template <class... Parts>
 }  // namespace titan
 
 // Check at a boundary: TITAN_CHECK(cond, "key ", name, " must be positive").
-#define TITAN_CHECK(cond, ...)        \
-  do {                                \
+#define TITAN_CHECK(cond, ...)               \
+  do {                                       \
     if (!(cond)) ::titan::fail(__VA_ARGS__); \
   } while (0)

@@ -7,7 +7,8 @@
 namespace titan {
 
 // "a, b, c": used to list accepted values in error messages.
-inline std::string join(const std::vector<std::string>& items, const std::string& separator = ", ") {
+inline std::string join(const std::vector<std::string>& items,
+                        const std::string& separator = ", ") {
   std::string out;
   for (const auto& item : items) out += (out.empty() ? "" : separator) + item;
   return out;

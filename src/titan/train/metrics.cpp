@@ -46,11 +46,12 @@ MetricsLogger::MetricsLogger(const std::string& dump_folder, bool enabled) : ena
 
 std::string format_step_line(const StepMetrics& m) {
   char buf[512];
-  int n = std::snprintf(buf, sizeof(buf),
-                        "step: %lld  loss: %.5f  grad_norm: %.4f  lr: %.4e  memory: %.2f GiB(%.2f%%)"
-                        "  tps: %.0f  tflops: %.3f",
-                        static_cast<long long>(m.step), m.loss, m.grad_norm, m.lr, m.memory_gib,
-                        m.memory_percent, m.tps, m.tflops);
+  int n =
+      std::snprintf(buf, sizeof(buf),
+                    "step: %lld  loss: %.5f  grad_norm: %.4f  lr: %.4e  memory: %.2f GiB(%.2f%%)"
+                    "  tps: %.0f  tflops: %.3f",
+                    static_cast<long long>(m.step), m.loss, m.grad_norm, m.lr, m.memory_gib,
+                    m.memory_percent, m.tps, m.tflops);
   std::string line(buf, n);
   if (m.mfu) {
     std::snprintf(buf, sizeof(buf), "  mfu: %.2f%%", *m.mfu);
@@ -62,9 +63,13 @@ std::string format_step_line(const StepMetrics& m) {
 void MetricsLogger::log(const StepMetrics& m) {
   std::cout << format_step_line(m) << std::endl;
   if (!enabled_) return;
-  nlohmann::json j = {{"step", m.step},       {"loss", m.loss},   {"grad_norm", m.grad_norm},
-                      {"lr", m.lr},           {"memory_gib", m.memory_gib},
-                      {"tps", m.tps},         {"tflops", m.tflops}};
+  nlohmann::json j = {{"step", m.step},
+                      {"loss", m.loss},
+                      {"grad_norm", m.grad_norm},
+                      {"lr", m.lr},
+                      {"memory_gib", m.memory_gib},
+                      {"tps", m.tps},
+                      {"tflops", m.tflops}};
   j["mfu"] = m.mfu ? nlohmann::json(*m.mfu) : nlohmann::json(nullptr);
   jsonl_ << j.dump() << "\n";
   jsonl_.flush();

@@ -26,9 +26,9 @@ using Clock = std::chrono::steady_clock;
 int64_t micro_batches_per_step(const config::TrainingConfig& t, int64_t dp_degree) {
   if (t.global_batch_size < 0) return 1;
   const int64_t per_pass = t.local_batch_size * dp_degree;
-  TITAN_CHECK(t.global_batch_size % per_pass == 0, "training.global_batch_size (",
-              t.global_batch_size, ") must be a multiple of training.local_batch_size x data-parallel degree (",
-              per_pass, ")");
+  TITAN_CHECK(
+      t.global_batch_size % per_pass == 0, "training.global_batch_size (", t.global_batch_size,
+      ") must be a multiple of training.local_batch_size x data-parallel degree (", per_pass, ")");
   return t.global_batch_size / per_pass;
 }
 
@@ -43,8 +43,8 @@ TrainSummary run_training(const config::TrainerConfig& cfg) {
   if (cfg.training.deterministic) at::globalContext().setDeterministicAlgorithms(true, false);
 
   // Data.
-  auto tokenizer =
-      std::make_shared<const data::Tokenizer>(data::Tokenizer::from_directory(cfg.model.hf_assets_path));
+  auto tokenizer = std::make_shared<const data::Tokenizer>(
+      data::Tokenizer::from_directory(cfg.model.hf_assets_path));
   const int32_t eos_id = tokenizer->token_to_id(cfg.training.eos_token);
   data::DataLoader loader(tokenizer, cfg.training.dataset_path, cfg.training.local_batch_size,
                           cfg.training.seq_len, eos_id);
@@ -61,7 +61,8 @@ TrainSummary run_training(const config::TrainerConfig& cfg) {
   model->set_activation_checkpointing(cfg.activation_checkpoint.mode);
   const int64_t model_vocab = model->output_weight().size(0);
   TITAN_CHECK(tokenizer->vocab_size() <= model_vocab, "the tokenizer in ", cfg.model.hf_assets_path,
-              " has ", tokenizer->vocab_size(), " tokens but the model's vocabulary is ", model_vocab);
+              " has ", tokenizer->vocab_size(), " tokens but the model's vocabulary is ",
+              model_vocab);
 
   AdamW optimizer(model->named_parameters(), cfg.optimizer);
   LRScheduler scheduler(cfg.lr_scheduler, cfg.training.steps, cfg.optimizer.lr);
@@ -93,9 +94,9 @@ TrainSummary run_training(const config::TrainerConfig& cfg) {
       const at::Tensor inputs = batch.inputs.to(device);
       const at::Tensor labels = batch.labels.to(device);
       const at::Tensor hidden = model->final_hidden(inputs);
-      at::Tensor loss = linear_cross_entropy_sum(hidden.flatten(0, 1), model->output_weight(),
-                                                 labels.flatten()) /
-                        static_cast<double>(valid_tokens);
+      at::Tensor loss =
+          linear_cross_entropy_sum(hidden.flatten(0, 1), model->output_weight(), labels.flatten()) /
+          static_cast<double>(valid_tokens);
       if (at::Tensor extra = model->extra_loss(); extra.defined())
         loss = loss + extra / static_cast<double>(micro_batches);
       loss.backward();
@@ -121,7 +122,8 @@ TrainSummary run_training(const config::TrainerConfig& cfg) {
       m.grad_norm = grad_norm;
       m.lr = lr;
       std::tie(m.memory_gib, m.memory_percent) = peak_memory(device);
-      m.tps = double(micro_batches * cfg.training.local_batch_size * cfg.training.seq_len) / seconds;
+      m.tps =
+          double(micro_batches * cfg.training.local_batch_size * cfg.training.seq_len) / seconds;
       m.tflops = flops_per_token * m.tps / 1e12;
       if (peak_flops) m.mfu = 100.0 * flops_per_token * m.tps / *peak_flops;
       metrics.log(m);

@@ -13,7 +13,7 @@ namespace titan::train {
 struct TrainSummary {
   std::vector<double> losses;  // one per step run by this process
   int64_t last_step = 0;
-  std::string hf_export_dir;   // empty unless checkpoint.last_save_in_hf
+  std::string hf_export_dir;  // empty unless checkpoint.last_save_in_hf
 };
 
 // Runs the whole job described by `config`; throws titan::Error for bad input.

@@ -78,8 +78,8 @@ int64_t TrainingState::load_initial() {
     }
     if (step >= 0) {
       restore(store_.load(step, ck.exclude_from_loading));
-      std::cout << "[titan] resumed from training checkpoint " << store_.step_dir(step)
-                << " (step " << step << ")" << std::endl;
+      std::cout << "[titan] resumed from training checkpoint " << store_.step_dir(step) << " (step "
+                << step << ")" << std::endl;
       return step;
     }
   }
@@ -120,9 +120,10 @@ checkpoint::TrainingCheckpoint TrainingState::snapshot(int64_t step) const {
   c.state["lr_scheduler"] = {{"last_step", step}};
   c.state["dataloader"] = loader_.state();
   // Enough to rebuild the model without the job's config (titan convert / eval / generate).
-  c.state["model"] = {{"name", spec_.name},
-                      {"hf_config", model_.hf_config("float32")},
-                      {"hf_assets_path", std::filesystem::absolute(cfg_.model.hf_assets_path).string()}};
+  c.state["model"] = {
+      {"name", spec_.name},
+      {"hf_config", model_.hf_config("float32")},
+      {"hf_assets_path", std::filesystem::absolute(cfg_.model.hf_assets_path).string()}};
   return c;
 }
 

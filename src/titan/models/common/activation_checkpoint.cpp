@@ -40,7 +40,8 @@ struct CheckpointFunction : public torch::autograd::Function<CheckpointFunction>
 }  // namespace
 
 at::Tensor checkpointed(Block block, const at::Tensor& x) {
-  c10::IValue holder = c10::IValue::make_capsule(c10::make_intrusive<BlockHolder>(std::move(block)));
+  c10::IValue holder =
+      c10::IValue::make_capsule(c10::make_intrusive<BlockHolder>(std::move(block)));
   return CheckpointFunction::apply(x, holder);
 }
 

@@ -82,3 +82,13 @@ def test_empty_dataset_fails_cleanly(tmp_path, tokenizer_dir):
     proc, _ = train(tmp_path, "x", empty, tokenizer_dir, check=False)
     assert proc.returncode != 0
     assert "empty.jsonl" in proc.stderr
+
+
+def test_degrees_that_do_not_divide_the_world_size_fail(tmp_path, small_corpus, tokenizer_dir):
+    dump = tmp_path / "x"
+    proc = run_titan(*BASE, "--job.dump_folder", dump, "--training.dataset_path", small_corpus,
+                     "--model.hf_assets_path", tokenizer_dir,
+                     "--parallelism.data_parallel_shard_degree", "3", check=False,
+                     env={"WORLD_SIZE": "2"})
+    assert proc.returncode != 0
+    assert "data_parallel_shard_degree" in proc.stderr and "2" in proc.stderr

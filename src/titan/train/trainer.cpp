@@ -2,10 +2,12 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 
 #include "titan/common/error.h"
+#include "titan/config/validate.h"
 #include "titan/data/data_loader.h"
 #include "titan/data/tokenizer/tokenizer.h"
 #include "titan/models/model_spec.h"
@@ -36,7 +38,22 @@ int64_t count_valid(const at::Tensor& labels) { return (labels != -100).sum().it
 
 }  // namespace
 
+// The world size torchrun gives this process (1 when run directly).
+static int64_t world_size_from_env() {
+  const char* value = std::getenv("WORLD_SIZE");
+  if (value == nullptr || *value == '\0') return 1;
+  char* end = nullptr;
+  const long long n = std::strtoll(value, &end, 10);
+  TITAN_CHECK(end != value && *end == '\0' && n >= 1, "WORLD_SIZE='", value,
+              "' is not a positive integer");
+  return n;
+}
+
 TrainSummary run_training(const config::TrainerConfig& cfg) {
+  const int64_t world_size = world_size_from_env();
+  config::check_parallel_degrees(cfg.parallelism, world_size);
+  TITAN_CHECK(world_size == 1, "this build trains in one process; WORLD_SIZE=", world_size,
+              " (multi-process data parallelism is not implemented yet)");
   const Precision precision = resolve_precision(cfg.training);
   const at::Device device = precision.device;
   at::manual_seed(static_cast<uint64_t>(cfg.training.seed));

@@ -27,11 +27,10 @@ Converts between the two checkpoint kinds:
 }  // namespace
 
 int run_convert(const Args& args) {
-  for (const auto& a : args)
-    if (a == "--help" || a == "-h") {
-      std::cout << kHelp;
-      return 0;
-    }
+  if (wants_help(args)) {
+    std::cout << kHelp;
+    return 0;
+  }
   const FlagParser flags(args, "convert", {"--from", "--to", "--dtype", "--max-shard-size"});
   const std::string from = flags.require("--from");
   const std::string to = flags.require("--to");

@@ -49,11 +49,10 @@ std::vector<int32_t> parse_ids(std::string_view text, const std::string& where) 
 }  // namespace
 
 int run_decode(const Args& args) {
-  for (const auto& a : args)
-    if (a == "--help" || a == "-h") {
-      std::cout << kUsage;
-      return 0;
-    }
+  if (wants_help(args)) {
+    std::cout << kUsage;
+    return 0;
+  }
   const FlagParser flags(args, "decode", {"--tokenizer"}, {"--jsonl"});
   const std::string tokenizer_dir = flags.require("--tokenizer");
   const bool jsonl = flags.has("--jsonl");

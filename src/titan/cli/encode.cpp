@@ -47,11 +47,10 @@ void append_ids_json(const std::vector<int32_t>& ids, std::string& out) {
 }  // namespace
 
 int run_encode(const Args& args) {
-  for (const auto& a : args)
-    if (a == "--help" || a == "-h") {
-      std::cout << kUsage;
-      return 0;
-    }
+  if (wants_help(args)) {
+    std::cout << kUsage;
+    return 0;
+  }
   const FlagParser flags(args, "encode", {"--tokenizer"}, {"--jsonl"});
   const std::string tokenizer_dir = flags.require("--tokenizer");
   const bool jsonl = flags.has("--jsonl");

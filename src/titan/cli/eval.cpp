@@ -27,11 +27,10 @@ shifted by one), over `steps` batches. Prints {"loss": mean token loss, "tokens"
 }  // namespace
 
 int run_eval(const Args& args) {
-  for (const auto& a : args)
-    if (a == "--help" || a == "-h") {
-      std::cout << kHelp;
-      return 0;
-    }
+  if (wants_help(args)) {
+    std::cout << kHelp;
+    return 0;
+  }
   const FlagParser flags(args, "eval",
                          {"--model", "--data", "--seq-len", "--steps", "--batch-size",
                           "--tokenizer", "--eos-token", "--device"});

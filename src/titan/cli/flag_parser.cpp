@@ -6,6 +6,11 @@
 
 namespace titan::cli {
 
+bool wants_help(const std::vector<std::string>& args) {
+  return std::any_of(args.begin(), args.end(),
+                     [](const std::string& a) { return a == "--help" || a == "-h"; });
+}
+
 FlagParser::FlagParser(const std::vector<std::string>& args, const std::string& command,
                        const std::vector<std::string>& value_flags,
                        const std::vector<std::string>& bool_flags)

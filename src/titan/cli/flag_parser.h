@@ -10,6 +10,9 @@
 
 namespace titan::cli {
 
+// True when the arguments ask for the subcommand's help (--help or -h anywhere).
+bool wants_help(const std::vector<std::string>& args);
+
 class FlagParser {
  public:
   FlagParser(const std::vector<std::string>& args, const std::string& command,

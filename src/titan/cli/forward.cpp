@@ -119,11 +119,9 @@ at::Tensor causal_lm_loss(const at::Tensor& logits, const at::Tensor& ids) {
 }  // namespace
 
 int run_forward(const Args& args) {
-  for (const auto& a : args) {
-    if (a == "--help" || a == "-h") {
-      std::cout << kUsage;
-      return 0;
-    }
+  if (wants_help(args)) {
+    std::cout << kUsage;
+    return 0;
   }
   const ForwardOptions o = parse_options(args);
   const std::vector<int64_t> tokens =

@@ -51,11 +51,10 @@ int64_t pick_token(const at::Tensor& logits, double temperature, int64_t top_k,
 }  // namespace
 
 int run_generate(const Args& args) {
-  for (const auto& a : args)
-    if (a == "--help" || a == "-h") {
-      std::cout << kHelp;
-      return 0;
-    }
+  if (wants_help(args)) {
+    std::cout << kHelp;
+    return 0;
+  }
   const FlagParser flags(args, "generate",
                          {"--model", "--prompt", "--max-new-tokens", "--temperature", "--top-k",
                           "--seed", "--tokenizer", "--device"},

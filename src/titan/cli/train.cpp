@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "titan/cli/commands.h"
+#include "titan/cli/flag_parser.h"
 #include "titan/common/error.h"
 #include "titan/config/config_fields.h"
 #include "titan/config/resolve.h"
@@ -30,11 +31,10 @@ examples:
 }  // namespace
 
 int run_train(const Args& args) {
-  for (const auto& a : args)
-    if (a == "--help" || a == "-h") {
-      std::cout << kHelp;
-      return 0;
-    }
+  if (wants_help(args)) {
+    std::cout << kHelp;
+    return 0;
+  }
   config::ResolveOptions options;
   options.registry = &models::builtin_config_registry();
   const config::ResolvedCommandLine resolved = config::resolve_command_line(args, options);

@@ -60,7 +60,7 @@ int run_eval(const Args& args) {
     loss_sum +=
         train::linear_cross_entropy_sum(hidden.flatten(0, 1), loaded.model->output_weight(), labels)
             .item<double>();
-    tokens += (labels != -100).sum().item<int64_t>();
+    tokens += train::count_valid_tokens(labels);
   }
   std::cout << nlohmann::json{{"loss", loss_sum / double(tokens)}, {"tokens", tokens}}.dump()
             << std::endl;

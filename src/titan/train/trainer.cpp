@@ -34,8 +34,6 @@ int64_t micro_batches_per_step(const config::TrainingConfig& t, int64_t dp_degre
   return t.global_batch_size / per_pass;
 }
 
-int64_t count_valid(const at::Tensor& labels) { return (labels != -100).sum().item<int64_t>(); }
-
 }  // namespace
 
 // The world size torchrun gives this process (1 when run directly).
@@ -100,7 +98,7 @@ TrainSummary run_training(const config::TrainerConfig& cfg) {
     int64_t valid_tokens = 0;
     for (int64_t i = 0; i < micro_batches; ++i) {
       batches.push_back(loader.next());
-      valid_tokens += count_valid(batches.back().labels);
+      valid_tokens += count_valid_tokens(batches.back().labels);
     }
     TITAN_CHECK(valid_tokens > 0, "step ", step, " has no valid label tokens");
 

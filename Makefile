@@ -7,7 +7,6 @@ TITAN_CUDA ?= OFF
 JOBS ?= $(shell nproc)
 TITAN_PYTHON ?=
 TITAN_DEPS_PREFIX ?=
-CCACHE := $(shell command -v ccache)
 
 ifeq ($(TITAN_PYTHON),)
 PYTHON := $(CURDIR)/.venv/bin/python
@@ -30,10 +29,13 @@ all: build
 setup:
 	@scripts/setup
 
+# ccache is looked up when the recipe runs, after set-up has installed it: looked up when make
+# reads this file, a fresh machine's first build would have none and the next build a
+# different compiler launcher, which recompiles everything.
 build: $(SETUP)
 	@mkdir -p $(BUILD_DIR)
 	@cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Release \
-	  -DCMAKE_CXX_COMPILER_LAUNCHER=$(CCACHE) -DTITAN_PYTHON_EXE=$(PYTHON) \
+	  -DCMAKE_CXX_COMPILER_LAUNCHER=$$(command -v ccache) -DTITAN_PYTHON_EXE=$(PYTHON) \
 	  -DTITAN_CUDA=$(TITAN_CUDA) -DTITAN_DEPS_PREFIX=$(TITAN_DEPS_PREFIX) > $(BUILD_DIR)/configure.log 2>&1 || { cat $(BUILD_DIR)/configure.log; exit 1; }
 	@cmake --build $(BUILD_DIR) -j $(JOBS)
 	@printf '#!/bin/sh\nexec "%s" "$$@"\n' "$(PYTHON)" > $(BUILD_DIR)/python && chmod +x $(BUILD_DIR)/python

@@ -1,5 +1,5 @@
 """GPU training throughput: native titan vs Hugging Face Transformers eager, same shapes and
-batch, measured in one run (DESIGN.md section 5 setting: fp32 master weights, bf16 compute,
+batch, measured in one run (docs/architecture.md section 5 setting: fp32 master weights, bf16 compute,
 fused AdamW). Prints one JSON line per case and a table.
 
 usage: python3 bench/gpu_throughput.py --titan build-cuda/bin/titan [--steps 10] [--out DIR]

@@ -1,4 +1,4 @@
-"""Native Qwen3 / Qwen3-MoE against Hugging Face transformers itself (DESIGN.md section 4).
+"""Native Qwen3 / Qwen3-MoE against Hugging Face transformers itself (docs/architecture.md section 4).
 
 For several small random configs, transformers builds the model (eager attention, float32,
 seeded), saves it with save_pretrained, and `titan forward --grads-output` runs the native

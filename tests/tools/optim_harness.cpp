@@ -26,7 +26,7 @@
 
 namespace {
 
-using titan::train::NamedTensors;
+using titan::NamedTensors;
 
 // "--key value" pairs after the mode.
 class Flags {
@@ -162,11 +162,11 @@ int run_loss(const Flags& flags) {
   const at::Tensor weight = input.tensor("weight").clone().requires_grad_(true);
   const at::Tensor hidden_labels = input.tensor("hidden_labels").clone();
   const at::Tensor fl_mean =
-      tt::linear_cross_entropy_loss(hidden, weight, hidden_labels, -100, chunk);
+      tt::linear_cross_entropy_loss_chunked(hidden, weight, hidden_labels, -100, chunk);
   (fl_mean * grad_scale).backward();
   out.emplace_back("flce_mean", fl_mean.detach());
-  out.emplace_back("flce_sum", tt::linear_cross_entropy_sum(hidden.detach(), weight.detach(),
-                                                            hidden_labels, -100, chunk));
+  out.emplace_back("flce_sum", tt::linear_cross_entropy_sum_chunked(
+                                   hidden.detach(), weight.detach(), hidden_labels, -100, chunk));
   out.emplace_back("flce_grad_hidden", hidden.grad());
   out.emplace_back("flce_grad_weight", weight.grad());
   ckpt::write_safetensors(flags.str("output"), out);

@@ -73,7 +73,7 @@ int gather(const std::string& dir, const std::string& out) {
 int export_hf(const std::string& job_path) {
   const nlohmann::json job = nlohmann::json::parse(titan::checkpoint::read_text_file(job_path));
   SafetensorsFile weights = SafetensorsFile::open(job.at("weights").get<std::string>());
-  titan::models::NamedTensors tensors;
+  titan::NamedTensors tensors;
   for (const auto& name : job.at("order")) {
     tensors.emplace_back(name.get<std::string>(), weights.tensor(name.get<std::string>()));
   }

@@ -11,23 +11,22 @@ namespace titan::test_support {
 
 class TensorListModel : public models::Model {
  public:
-  TensorListModel(models::NamedTensors tensors, nlohmann::json config)
+  TensorListModel(NamedTensors tensors, nlohmann::json config)
       : tensors_(std::move(tensors)), config_(std::move(config)) {}
 
-  at::Tensor forward(const at::Tensor&) override { fail("TensorListModel has no forward"); }
-  at::Tensor final_hidden(const at::Tensor&) override { fail("TensorListModel has no forward"); }
+  models::ModelOutput forward(const at::Tensor&) override {
+    fail("TensorListModel has no forward");
+  }
   at::Tensor output_weight() override { fail("TensorListModel has no output"); }
-  models::NamedTensors named_parameters() override { return tensors_; }
+  NamedTensors named_parameters() override { return tensors_; }
   nlohmann::json hf_config(const std::string& dtype) const override {
     nlohmann::json config = config_;
     config["torch_dtype"] = dtype;
     return config;
   }
-  void to(at::Device, at::ScalarType) override {}
-  void set_compute_dtype(at::ScalarType) override {}
 
  private:
-  models::NamedTensors tensors_;
+  NamedTensors tensors_;
   nlohmann::json config_;
 };
 
@@ -35,7 +34,7 @@ class TensorListModel : public models::Model {
 inline models::ModelSpec identity_spec() {
   models::ModelSpec spec;
   spec.name = "tensor_list";
-  spec.adapter.to_hf = [](const models::NamedTensors& native) { return native; };
+  spec.adapter.to_hf = [](const NamedTensors& native) { return native; };
   return spec;
 }
 

@@ -9,6 +9,7 @@
 #include "titan/checkpoint/file_util.h"
 #include "titan/checkpoint/safetensors.h"
 #include "titan/common/error.h"
+#include "titan/config/field_values.h"
 
 namespace titan::checkpoint {
 namespace {
@@ -105,7 +106,9 @@ uint64_t parse_size(const std::string& text) {
     bad();
   }
   if (multiplier == 1 && number.find('.') != std::string::npos) bad();  // fractional bytes
-  const double value = std::stod(number) * multiplier;
+  double parsed = 0;
+  if (!config::parse_double(number, parsed)) bad();
+  const double value = parsed * multiplier;
   if (!(value >= 1) || value > 1.8e19) {
     fail("invalid size '", text, "': must be at least 1 byte");
   }
@@ -143,8 +146,7 @@ std::vector<std::vector<size_t>> plan_shards(const std::vector<uint64_t>& sizes,
   return shards;
 }
 
-std::vector<std::string> write_hf_weights(const std::string& dir,
-                                          const models::NamedTensors& hf_tensors,
+std::vector<std::string> write_hf_weights(const std::string& dir, const NamedTensors& hf_tensors,
                                           at::ScalarType export_dtype, uint64_t max_shard_bytes) {
   TITAN_CHECK(max_shard_bytes > 0, dir, ": the maximum shard size must be positive");
   std::vector<uint64_t> sizes;
@@ -215,7 +217,7 @@ void export_hf_directory(models::Model& model, const models::ModelSpec& spec,
   nlohmann::json config = model.hf_config(export_dtype);
   config["torch_dtype"] = export_dtype;  // the weights below are in this dtype
   config["dtype"] = export_dtype;
-  const models::NamedTensors hf_tensors = spec.adapter.to_hf(model.named_parameters());
+  const NamedTensors hf_tensors = spec.adapter.to_hf(model.named_parameters());
 
   const std::string staged = make_temp_directory(target + ".tmp-");
   try {

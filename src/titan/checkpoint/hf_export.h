@@ -1,5 +1,5 @@
 // Hugging Face export: writes a directory that `AutoModelForCausalLM.from_pretrained` loads
-// (QWEN3_SPEC.md sections 5.2 and 5.3): config.json, generation_config.json, the weights as
+// (docs/qwen3.md sections 5.2 and 5.3): config.json, generation_config.json, the weights as
 // model.safetensors or greedy shards plus model.safetensors.index.json, and the tokenizer
 // files. Used at the end of training (checkpoint.last_save_in_hf) and by `titan convert`.
 #pragma once
@@ -40,8 +40,7 @@ void export_hf_directory(models::Model& model, const models::ModelSpec& spec,
 // The weights + index part of the export, for a directory that already exists: shard files
 // and (when sharded) model.safetensors.index.json. `hf_tensors` are in state-dict order.
 // Returns the file names written.
-std::vector<std::string> write_hf_weights(const std::string& dir,
-                                          const models::NamedTensors& hf_tensors,
+std::vector<std::string> write_hf_weights(const std::string& dir, const NamedTensors& hf_tensors,
                                           at::ScalarType export_dtype, uint64_t max_shard_bytes);
 
 // config.json text: 2-space indent, sorted keys, trailing newline, float fields as floats.

@@ -25,8 +25,8 @@ nlohmann::json read_hf_config(const std::string& dir) {
 
 void load_hf_weights(models::Model& model, const models::ModelSpec& spec, const std::string& dir) {
   const SafetensorsDirectory files = SafetensorsDirectory::open(dir);
-  const models::NamedTensors params = model.named_parameters();
-  models::NamedTensors loaded;
+  const NamedTensors params = model.named_parameters();
+  NamedTensors loaded;
   try {
     loaded = spec.adapter.from_hf(
         files.keys(), [&](const std::string& key) { return files.tensor(key); }, params);

@@ -1,5 +1,5 @@
 // Hugging Face import: config.json and safetensors weights of a model directory into a
-// built model, through the model spec's state-dict adapter (QWEN3_SPEC.md 5.2, 5.3).
+// built model, through the model spec's state-dict adapter (docs/qwen3.md section 5.2, 5.3).
 #pragma once
 
 #include <nlohmann/json.hpp>

@@ -1,4 +1,4 @@
-// safetensors files (QWEN3_SPEC.md section 5.1): a memory-mapped reader that validates the
+// safetensors files (docs/qwen3.md section 5.1): a memory-mapped reader that validates the
 // header the way the reference parser does, a sharded-directory reader, and a writer that
 // lays files out exactly as the reference writer does.
 #pragma once

@@ -1,4 +1,4 @@
-// The safetensors dtype table (QWEN3_SPEC.md section 5.1), private to the safetensors reader
+// The safetensors dtype table (docs/qwen3.md section 5.1), private to the safetensors reader
 // and writer: element bits, the rank the reference writer sorts by, and the torch type.
 #pragma once
 

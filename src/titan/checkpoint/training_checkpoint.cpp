@@ -7,8 +7,8 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
-#include <regex>
 
+#include "titan/checkpoint/checkpoint_names.h"
 #include "titan/checkpoint/safetensors.h"
 #include "titan/common/error.h"
 
@@ -57,19 +57,16 @@ CheckpointStore::CheckpointStore(std::string folder, int64_t keep_latest_k, int6
     : folder_(std::move(folder)), keep_latest_k_(keep_latest_k), write_delay_ms_(write_delay_ms) {}
 
 std::string CheckpointStore::step_dir(int64_t step) const {
-  return (fs::path(folder_) / ("step-" + std::to_string(step))).string();
+  return (fs::path(folder_) / step_folder_name(step)).string();
 }
 
 std::vector<int64_t> CheckpointStore::complete_steps() const {
   std::vector<int64_t> steps;
   if (!fs::is_directory(folder_)) return steps;
-  static const std::regex pattern("step-([0-9]+)");
   for (const auto& entry : fs::directory_iterator(folder_)) {
-    std::smatch m;
-    const std::string name = entry.path().filename().string();
-    if (entry.is_directory() && std::regex_match(name, m, pattern) &&
-        fs::exists(entry.path() / "manifest.json"))
-      steps.push_back(std::stoll(m[1]));
+    const std::optional<int64_t> step = parse_step_folder_name(entry.path().filename().string());
+    if (step && entry.is_directory() && fs::exists(entry.path() / "manifest.json"))
+      steps.push_back(*step);
   }
   std::sort(steps.begin(), steps.end());
   return steps;
@@ -78,8 +75,8 @@ std::vector<int64_t> CheckpointStore::complete_steps() const {
 void CheckpointStore::save(const TrainingCheckpoint& ckpt) const {
   fs::create_directories(folder_);
   const fs::path final_dir = step_dir(ckpt.step);
-  const fs::path tmp_dir = fs::path(folder_) / (".step-" + std::to_string(ckpt.step) + ".tmp-" +
-                                                std::to_string(::getpid()));
+  const fs::path tmp_dir =
+      fs::path(folder_) / (staging_folder_prefix(ckpt.step) + std::to_string(::getpid()));
   fs::remove_all(tmp_dir);
   fs::create_directories(tmp_dir);
 
@@ -115,7 +112,7 @@ void CheckpointStore::prune() const {
   // Leftovers of saves that were killed are never checkpoints; remove them too.
   for (const auto& entry : fs::directory_iterator(folder_)) {
     const std::string name = entry.path().filename().string();
-    if (name.rfind(".step-", 0) == 0 &&
+    if (is_staging_folder_name(name) &&
         name.find(".tmp-" + std::to_string(::getpid())) == std::string::npos)
       fs::remove_all(entry.path());
   }
@@ -152,7 +149,11 @@ TrainingCheckpoint CheckpointStore::load(int64_t step,
               " ranks; resharding across world sizes is not supported yet");
 
   TrainingCheckpoint ckpt;
-  ckpt.step = manifest.at("step").get<int64_t>();
+  TITAN_CHECK(manifest.contains("step") && manifest["step"].is_number_integer(),
+              manifest_path.string(), ": 'step' is missing or not an integer");
+  TITAN_CHECK(manifest.contains("files") && manifest["files"].is_object(), manifest_path.string(),
+              ": 'files' is missing or not an object");
+  ckpt.step = manifest["step"].get<int64_t>();
   ckpt.state = manifest.value("state", nlohmann::json::object());
   for (const std::string part : kParts) {
     if (excluded(exclude, part)) continue;

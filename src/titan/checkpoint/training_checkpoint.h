@@ -20,9 +20,9 @@
 #include <utility>
 #include <vector>
 
-namespace titan::checkpoint {
+#include "titan/common/named_tensors.h"
 
-using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
+namespace titan::checkpoint {
 
 struct TrainingCheckpoint {
   int64_t step = 0;

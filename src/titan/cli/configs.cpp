@@ -9,7 +9,11 @@
 #include "titan/common/error.h"
 #include "titan/config/config_fields.h"
 #include "titan/config/resolve.h"
+#include "titan/kernels/override_resolver.h"
 #include "titan/models/builtin_configs.h"
+#include "titan/models/model_spec.h"
+#include "titan/train/loss.h"
+#include "titan/train/precision.h"
 
 namespace titan::cli {
 namespace {
@@ -23,7 +27,9 @@ const char kUsage[] =
     "--module). With --config, prints the resolved config as TOML: the config function, then\n"
     "each --config-file, then the overrides in order (--section.key value, --section.key=value;\n"
     "booleans also as a bare --section.key or --section.key true|false). The output is a valid\n"
-    "--config-file.\n";
+    "--config-file. It ends with the kernel override table (as comments): which implementation\n"
+    "of each overridable op every module path of the model uses, after override.imports and\n"
+    "override.libraries.\n";
 
 bool has(const Args& args, const std::string& flag) {
   return std::any_of(args.begin(), args.end(), [&](const std::string& arg) {
@@ -54,6 +60,32 @@ void list_configs(const config::ConfigRegistry& registry, const Args& args) {
   }
 }
 
+// Which implementation each op uses at each call site of the model the config builds: the
+// model is built on the meta device (no memory), with the kernels resolved for the device and
+// compute dtype the config trains with.
+std::vector<std::string> override_table(const config::TrainerConfig& cfg) {
+  for (const std::string& library : cfg.overrides.libraries)
+    kernels::kernel_registry().load_library(library);
+  const train::Precision precision = train::resolve_precision(cfg.training);
+  kernels::OverrideSettings settings;
+  settings.imports = cfg.overrides.imports;
+  settings.fallback = cfg.overrides.fallback;
+  settings.device = precision.device.type();
+  settings.dtype = precision.compute_dtype;
+  kernels::OverrideResolver resolver(settings);
+  models::BuildOptions build;
+  build.device = at::kMeta;
+  build.param_dtype = precision.param_dtype;
+  build.compute_dtype = precision.compute_dtype;
+  build.init_weights = false;
+  build.overrides = &resolver;
+  const models::ModelSpec& spec = models::get_model_spec(cfg.model.name);
+  const std::unique_ptr<models::Model> model = spec.build(cfg, build);
+  const train::CausalLmLoss loss(*model, &resolver);
+  resolver.finish();
+  return resolver.summary(/*include_reference=*/true);
+}
+
 }  // namespace
 
 int run_configs(const Args& args) {
@@ -66,12 +98,16 @@ int run_configs(const Args& args) {
     list_configs(registry, args);
     return 0;
   }
-  config::ResolveOptions options;
+  config::ResolveOptions options = models::builtin_resolve_options();
   options.extra_flags = {"--print"};
-  options.registry = &registry;
   const auto resolved = config::resolve_command_line(args, options);
+  // Resolved before anything is printed: a bad override prints nothing but the error.
+  const std::vector<std::string> table = override_table(resolved.config);
   std::cout << "# module " << resolved.module << ", config " << resolved.config_name << "\n"
             << config::to_toml(resolved.config);
+  std::cout << "\n# kernel overrides, resolved for this model (op: module paths -> "
+               "implementation):\n";
+  for (const std::string& line : table) std::cout << "#   " << line << "\n";
   return 0;
 }
 

@@ -1,9 +1,10 @@
 // titan convert --from DIR --to DIR: training checkpoint <-> Hugging Face directory.
 #include <filesystem>
 #include <iostream>
-#include <regex>
 
+#include "titan/checkpoint/checkpoint_names.h"
 #include "titan/checkpoint/hf_export.h"
+#include "titan/checkpoint/model_tensors.h"
 #include "titan/checkpoint/training_checkpoint.h"
 #include "titan/cli/commands.h"
 #include "titan/cli/model_source.h"
@@ -43,20 +44,16 @@ int run_convert(const Args& args) {
     return 0;
   }
   TITAN_CHECK(!flags.has("--dtype"), "titan convert: --dtype applies only to Hugging Face output");
-  fs::path target(to);
-  static const std::regex pattern("step-([0-9]+)");
-  std::smatch m;
-  const std::string name = target.filename().string();
+  const fs::path target(to);
   int64_t step = 0;
   std::string folder = to;
-  if (std::regex_match(name, m, pattern)) {
-    step = std::stoll(m[1]);
+  if (const auto named_step = checkpoint::parse_step_folder_name(target.filename().string())) {
+    step = *named_step;
     folder = target.parent_path().string();
   }
   checkpoint::TrainingCheckpoint ckpt;
   ckpt.step = step;
-  ckpt.model = loaded.model->named_parameters();
-  for (auto& b : loaded.model->named_buffers()) ckpt.model.push_back(b);
+  ckpt.model = checkpoint::model_tensors(*loaded.model);
   ckpt.state["model"] = {{"name", loaded.spec->name},
                          {"hf_config", loaded.model->hf_config("float32")},
                          {"hf_assets_path", fs::absolute(from).string()}};

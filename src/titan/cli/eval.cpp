@@ -50,16 +50,15 @@ int run_eval(const Args& args) {
   data::DataLoader loader(tokenizer, flags.require("--data"), batch_size, seq_len,
                           tokenizer->token_to_id(flags.get("--eos-token", "<|endoftext|>")));
 
+  const train::CausalLmLoss loss(*loaded.model, /*overrides=*/nullptr);
   at::NoGradGuard no_grad;
   double loss_sum = 0;
   int64_t tokens = 0;
   for (int64_t i = 0; i < steps; ++i) {
     const data::Batch batch = loader.next();
     const at::Tensor labels = batch.labels.to(options.device).flatten();
-    const at::Tensor hidden = loaded.model->final_hidden(batch.inputs.to(options.device));
-    loss_sum +=
-        train::linear_cross_entropy_sum(hidden.flatten(0, 1), loaded.model->output_weight(), labels)
-            .item<double>();
+    const at::Tensor hidden = loaded.model->forward(batch.inputs.to(options.device)).hidden;
+    loss_sum += loss.sum(hidden.flatten(0, 1), labels).item<double>();
     tokens += train::count_valid_tokens(labels);
   }
   std::cout << nlohmann::json{{"loss", loss_sum / double(tokens)}, {"tokens", tokens}}.dump()

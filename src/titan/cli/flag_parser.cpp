@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "titan/common/error.h"
+#include "titan/config/field_values.h"
 
 namespace titan::cli {
 
@@ -59,14 +60,8 @@ std::string FlagParser::require(const std::string& flag) const {
 int64_t FlagParser::get_int(const std::string& flag, int64_t fallback) const {
   if (!has(flag)) return fallback;
   const std::string v = get(flag);
-  size_t used = 0;
   int64_t out = 0;
-  try {
-    out = std::stoll(v, &used);
-  } catch (...) {
-    used = 0;
-  }
-  TITAN_CHECK(used == v.size() && !v.empty(), "titan ", command_, ": ", flag,
+  TITAN_CHECK(config::parse_int64(v, out), "titan ", command_, ": ", flag,
               " expects an integer, got '", v, "'");
   return out;
 }
@@ -74,14 +69,8 @@ int64_t FlagParser::get_int(const std::string& flag, int64_t fallback) const {
 double FlagParser::get_double(const std::string& flag, double fallback) const {
   if (!has(flag)) return fallback;
   const std::string v = get(flag);
-  size_t used = 0;
   double out = 0;
-  try {
-    out = std::stod(v, &used);
-  } catch (...) {
-    used = 0;
-  }
-  TITAN_CHECK(used == v.size() && !v.empty(), "titan ", command_, ": ", flag,
+  TITAN_CHECK(config::parse_double(v, out), "titan ", command_, ": ", flag,
               " expects a number, got '", v, "'");
   return out;
 }

@@ -15,6 +15,7 @@
 #include "titan/cli/commands.h"
 #include "titan/cli/model_source.h"
 #include "titan/common/error.h"
+#include "titan/config/field_values.h"
 #include "titan/models/model_spec.h"
 
 namespace titan::cli {
@@ -72,15 +73,13 @@ std::vector<int64_t> parse_token_list(const std::string& text) {
   std::stringstream in(text);
   std::string item;
   while (std::getline(in, item, ',')) {
-    size_t used = 0;
+    const size_t first = item.find_first_not_of(" \t");
+    const size_t last = item.find_last_not_of(" \t");
     int64_t value = 0;
-    try {
-      value = std::stoll(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    TITAN_CHECK(used > 0 && item.find_first_not_of(" \t", used) == std::string::npos,
-                "titan forward: --tokens value '", item, "' is not an integer");
+    const std::string trimmed =
+        first == std::string::npos ? std::string() : item.substr(first, last - first + 1);
+    TITAN_CHECK(config::parse_int64(trimmed, value), "titan forward: --tokens value '", item,
+                "' is not an integer");
     ids.push_back(value);
   }
   return ids;
@@ -141,14 +140,15 @@ int run_forward(const Args& args) {
   const at::Tensor ids = at::tensor(tokens, at::kLong).view({1, -1});
   if (o.grads_output.empty()) {
     at::NoGradGuard no_grad;
-    const at::Tensor logits = model->forward(ids)[0].to(at::kFloat).contiguous();
+    const at::Tensor logits = models::logits(*model, ids)[0].to(at::kFloat).contiguous();
     checkpoint::write_safetensors(o.output, {{"logits", logits}});
     return 0;
   }
-  const at::Tensor logits = model->forward(ids);
+  const models::ModelOutput out = model->forward(ids);
+  const at::Tensor logits =
+      at::linear(out.hidden, model->output_weight().to(out.hidden.scalar_type()));
   at::Tensor loss = causal_lm_loss(logits, ids);
-  const at::Tensor extra = model->extra_loss();
-  if (extra.defined()) loss = loss + extra;
+  if (out.extra_loss.defined()) loss = loss + out.extra_loss;
   loss.backward();
   checkpoint::write_safetensors(o.output,
                                 {{"logits", logits[0].detach().to(at::kFloat).contiguous()}});

@@ -9,6 +9,7 @@
 #include "titan/cli/model_source.h"
 #include "titan/common/error.h"
 #include "titan/data/tokenizer/tokenizer.h"
+#include "titan/models/generation.h"
 #include "titan/train/precision.h"
 
 namespace titan::cli {
@@ -79,6 +80,9 @@ int run_generate(const Args& args) {
                                          ? std::vector<int64_t>{}
                                          : eos_ids(loaded.model->hf_config("float32"));
 
+  models::IncrementalDecoder* decoder = loaded.model->decoder();
+  TITAN_CHECK(decoder != nullptr, "titan generate: model '", loaded.spec->name,
+              "' does not support incremental decoding");
   at::Generator gen = at::detail::createCPUGenerator(flags.get_int("--seed", 0));
   at::NoGradGuard no_grad;
   models::KVCache cache;
@@ -89,7 +93,7 @@ int run_generate(const Args& args) {
   std::cout << prompt << std::flush;
   std::string printed;
   for (int64_t i = 0; i < max_new; ++i) {
-    const at::Tensor logits = loaded.model->forward_cached(input, cache);
+    const at::Tensor logits = decoder->forward_cached(input, cache);
     const int64_t next = pick_token(logits[0][-1], temperature, top_k, gen);
     if (std::find(stops.begin(), stops.end(), next) != stops.end()) break;
     generated.push_back(static_cast<int32_t>(next));

@@ -1,12 +1,12 @@
 #include "titan/cli/model_source.h"
 
 #include <filesystem>
-#include <regex>
 
+#include "titan/checkpoint/checkpoint_names.h"
 #include "titan/checkpoint/hf_import.h"
+#include "titan/checkpoint/model_tensors.h"
 #include "titan/checkpoint/training_checkpoint.h"
 #include "titan/common/error.h"
-#include "titan/train/training_state.h"
 
 namespace fs = std::filesystem;
 
@@ -15,36 +15,38 @@ namespace {
 
 LoadedModel load_hf(const std::string& dir, const models::BuildOptions& options) {
   const nlohmann::json hf_config = checkpoint::read_hf_config(dir);
+  const std::string config_path = (fs::path(dir) / "config.json").string();
   LoadedModel out;
-  out.spec = &models::get_model_spec("qwen3");
+  out.spec = &models::spec_for_hf_config(hf_config, config_path);
   models::BuildOptions opts = options;
   opts.init_weights = false;
-  out.model = out.spec->build_from_hf_config(hf_config, dir + "/config.json", opts);
+  out.model = out.spec->build_from_hf_config(hf_config, config_path, opts);
   checkpoint::load_hf_weights(*out.model, *out.spec, dir);
   if (fs::exists(fs::path(dir) / "tokenizer.json")) out.tokenizer_dir = dir;
   return out;
 }
 
 LoadedModel load_checkpoint(const fs::path& step_dir, const models::BuildOptions& options) {
-  static const std::regex pattern("step-([0-9]+)");
-  std::smatch m;
-  const std::string name = step_dir.filename().string();
-  TITAN_CHECK(std::regex_match(name, m, pattern), step_dir.string(),
-              ": a training checkpoint folder must be named step-N");
+  const int64_t step = checkpoint::step_of_folder(step_dir.string());
   const checkpoint::CheckpointStore store(step_dir.parent_path().string(), 0);
   const checkpoint::TrainingCheckpoint ckpt =
-      store.load(std::stoll(m[1]), {"optimizer", "rng", "dataloader", "lr_scheduler"});
-  TITAN_CHECK(ckpt.state.contains("model") && ckpt.state["model"].contains("hf_config"),
-              step_dir.string(), "/manifest.json: no model description (state.model.hf_config)");
+      store.load(step, {"optimizer", "rng", "dataloader", "lr_scheduler"});
+  const std::string manifest = (step_dir / "manifest.json").string();
+  TITAN_CHECK(ckpt.state.contains("model") && ckpt.state["model"].is_object() &&
+                  ckpt.state["model"].contains("hf_config"),
+              manifest, ": no model description (state.model.hf_config)");
   const nlohmann::json& desc = ckpt.state["model"];
+  TITAN_CHECK(!desc.contains("name") || desc["name"].is_string(), manifest,
+              ": state.model.name must be a string");
   LoadedModel out;
   out.spec = &models::get_model_spec(desc.value("name", std::string("qwen3")));
   models::BuildOptions opts = options;
   opts.init_weights = false;
-  out.model = out.spec->build_from_hf_config(desc["hf_config"],
-                                             (step_dir / "manifest.json").string(), opts);
-  train::load_into_model(*out.model, ckpt.model, step_dir.string());
-  const std::string assets = desc.value("hf_assets_path", std::string());
+  out.model = out.spec->build_from_hf_config(desc["hf_config"], manifest, opts);
+  checkpoint::load_into_model(*out.model, ckpt.model, step_dir.string());
+  const std::string assets = desc.contains("hf_assets_path") && desc["hf_assets_path"].is_string()
+                                 ? desc["hf_assets_path"].get<std::string>()
+                                 : std::string();
   if (!assets.empty() && fs::exists(fs::path(assets) / "tokenizer.json"))
     out.tokenizer_dir = assets;
   out.from_checkpoint = true;

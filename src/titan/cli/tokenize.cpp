@@ -5,6 +5,7 @@
 
 #include "titan/cli/commands.h"
 #include "titan/common/error.h"
+#include "titan/config/field_values.h"
 #include "titan/data/token_shards.h"
 #include "titan/data/tokenizer/tokenizer.h"
 
@@ -47,13 +48,8 @@ int run_tokenize(const Args& args) {
       eos_token = args[++i];
     } else if (a == "--shard-tokens" && has_value) {
       const std::string& v = args[++i];
-      try {
-        size_t used = 0;
-        shard_tokens = std::stoll(v, &used);
-        TITAN_CHECK(used == v.size() && shard_tokens > 0, "");
-      } catch (const std::exception&) {
-        fail("tokenize: --shard-tokens takes a positive integer, got '", v, "'");
-      }
+      TITAN_CHECK(config::parse_int64(v, shard_tokens) && shard_tokens > 0,
+                  "tokenize: --shard-tokens takes a positive integer, got '", v, "'");
     } else if (a == "--input") {
       while (i + 1 < args.size() && args[i + 1].rfind("--", 0) != 0) inputs.push_back(args[++i]);
     } else {

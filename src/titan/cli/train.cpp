@@ -35,8 +35,7 @@ int run_train(const Args& args) {
     std::cout << kHelp;
     return 0;
   }
-  config::ResolveOptions options;
-  options.registry = &models::builtin_config_registry();
+  const config::ResolveOptions options = models::builtin_resolve_options();
   const config::ResolvedCommandLine resolved = config::resolve_command_line(args, options);
   const config::TrainerConfig& cfg = resolved.config;
   const std::string toml = config::to_toml(cfg);

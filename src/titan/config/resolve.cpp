@@ -106,7 +106,7 @@ ResolvedCommandLine resolve_command_line(const std::vector<std::string>& args,
   for (const auto& o : overrides) {
     set_field_from_string(result.config, o.section, o.key, o.value, o.where);
   }
-  if (options.validate) validate_config(result.config);
+  if (options.validate) validate_config(result.config, options.model_names);
   return result;
 }
 

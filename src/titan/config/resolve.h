@@ -25,6 +25,8 @@ struct ResolveOptions {
   bool validate = true;
   // nullptr: config_registry() (callers normally pass &models::builtin_config_registry()).
   const ConfigRegistry* registry = nullptr;
+  // The accepted model.name values (the model registry's names); empty skips that check.
+  std::vector<std::string> model_names = {};
 };
 
 struct ResolvedCommandLine {

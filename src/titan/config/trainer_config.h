@@ -187,10 +187,16 @@ struct CheckpointConfig {
 };
 
 struct ActivationCheckpointConfig {
-  std::string mode = "none";  // none | selective | full
+  // none | selective | full (every block recomputed in backward).
+  std::string mode = "none";
+  // With mode selective: an integer N recomputes every N-th block (torchtitan's count: blocks
+  // N-1, 2N-1, ...); "op" recomputes the cheap ops of every block (norms, rotary embedding)
+  // and keeps the matmul and attention outputs.
+  std::string selective_ac_option = "2";
   template <class V>
   void visit(V& v) {
     v("mode", mode);
+    v("selective_ac_option", selective_ac_option);
   }
 };
 
@@ -206,19 +212,22 @@ struct MetricsConfig {
   }
 };
 
-// Which implementation each overridable op uses; names are keys of the kernel override
-// registry ("reference" = plain ATen ops).
-struct KernelsConfig {
-  std::string moe = "reference";
-  std::string rms_norm = "reference";
-  std::string attention = "reference";
-  std::string cross_entropy = "reference";
+// Kernel overrides (docs/kernels.md): which implementation each overridable op uses where.
+struct OverrideConfig {
+  // "OP=IMPL" or "OP=IMPL@GLOB" entries, e.g. "moe_experts=fused@layers.*.moe"; call sites no
+  // entry claims use "reference". Ops: rms_norm, rope, attention, swiglu, moe_router,
+  // moe_experts, cross_entropy.
+  std::vector<std::string> imports = {};
+  // Shared libraries of kernels loaded at start-up (they register implementations).
+  std::vector<std::string> libraries = {};
+  // An implementation that does not support the run's device or dtype: false = an error,
+  // true = use reference there, with a warning.
+  bool fallback = false;
   template <class V>
   void visit(V& v) {
-    v("moe", moe);
-    v("rms_norm", rms_norm);
-    v("attention", attention);
-    v("cross_entropy", cross_entropy);
+    v("imports", imports);
+    v("libraries", libraries);
+    v("fallback", fallback);
   }
 };
 
@@ -253,7 +262,7 @@ struct TrainerConfig {
   CheckpointConfig checkpoint;
   ActivationCheckpointConfig activation_checkpoint;
   MetricsConfig metrics;
-  KernelsConfig kernels;
+  OverrideConfig overrides;  // section "override"
   CommConfig comm;
   DebugConfig debug;
 
@@ -269,7 +278,7 @@ struct TrainerConfig {
     s("checkpoint", checkpoint);
     s("activation_checkpoint", activation_checkpoint);
     s("metrics", metrics);
-    s("kernels", kernels);
+    s("override", overrides);
     s("comm", comm);
     s("debug", debug);
   }

@@ -1,22 +1,16 @@
 #include "titan/config/validate.h"
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 #include <vector>
 
 #include "titan/common/error.h"
+#include "titan/common/strings.h"
 #include "titan/config/field_values.h"
 
 namespace titan::config {
 namespace {
-
-void check_one_of(const char* key, const std::string& value,
-                  const std::vector<std::string>& accepted) {
-  if (std::find(accepted.begin(), accepted.end(), value) != accepted.end()) return;
-  std::string names;
-  for (const auto& name : accepted) names += (names.empty() ? "" : ", ") + name;
-  fail(key, " = \"", value, "\": accepted values are ", names);
-}
 
 template <class T>
 void check_range(bool ok, const char* key, const T& value, const char* requirement) {
@@ -32,18 +26,6 @@ void check_degree(const char* key, int64_t value, bool allow_minus_one) {
   if (value >= 1 || (allow_minus_one && value == -1)) return;
   fail(key, " = ", value, ": must be >= 1",
        allow_minus_one ? " or -1 (use the remaining ranks)" : "");
-}
-
-// Optimizer parameter groups: "GLOB=WEIGHT_DECAY", e.g. "*.norm.weight=0".
-void check_param_group(const std::string& entry) {
-  const size_t equals = entry.rfind('=');
-  double weight_decay = 0;
-  const bool ok = equals != std::string::npos && equals > 0 &&
-                  parse_double(entry.substr(equals + 1), weight_decay) && weight_decay >= 0;
-  if (!ok) {
-    fail("optimizer.param_groups entry \"", entry,
-         "\": expected GLOB=WEIGHT_DECAY with a number >= 0, e.g. \"*.bias=0\"");
-  }
 }
 
 void check_degrees(const ParallelismConfig& p) {
@@ -64,10 +46,60 @@ std::string describe_degrees(const ParallelismConfig& p) {
          ", pipeline_parallel_degree=" + std::to_string(p.pipeline_parallel_degree);
 }
 
+void check_activation_checkpoint(const ActivationCheckpointConfig& ac) {
+  check_one_of("activation_checkpoint.mode", ac.mode, {"none", "selective", "full"});
+  if (ac.mode == "selective") selective_ac_frequency(ac.selective_ac_option);
+}
+
 }  // namespace
 
-void validate_config(const TrainerConfig& c) {
-  check_one_of("model.name", c.model.name, {"qwen3", "transformers"});
+void check_one_of(const std::string& key, const std::string& value,
+                  const std::vector<std::string>& accepted) {
+  if (std::find(accepted.begin(), accepted.end(), value) != accepted.end()) return;
+  fail(key, " = \"", value, "\": accepted values are ", join(accepted));
+}
+
+ParamGroupEntry parse_param_group_entry(const std::string& entry) {
+  // The glob itself may contain '=' only inside brackets, which is unusual enough that the last
+  // '=' separates the value.
+  const size_t eq = entry.rfind('=');
+  TITAN_CHECK(eq != std::string::npos && eq > 0 && eq + 1 < entry.size(),
+              "optimizer.param_groups: malformed entry '", entry,
+              "'; expected GLOB=WEIGHT_DECAY, e.g. '*norm*=0'");
+  const std::string value = entry.substr(eq + 1);
+  double weight_decay = 0;
+  TITAN_CHECK(parse_double(value, weight_decay) && std::isfinite(weight_decay) && weight_decay >= 0,
+              "optimizer.param_groups: entry '", entry, "' has weight decay '", value,
+              "'; expected a non-negative number");
+  return {entry.substr(0, eq), weight_decay};
+}
+
+int64_t selective_ac_frequency(const std::string& option) {
+  int64_t every = 0;
+  if (option == "op") return 0;
+  if (parse_int64(option, every) && every >= 1) return every;
+  fail("activation_checkpoint.selective_ac_option = \"", option,
+       "\": accepted values are a positive integer N (every N-th block) or op");
+}
+
+void validate_optimizer_config(const OptimizerConfig& o) {
+  check_one_of("optimizer.name", o.name, {"AdamW"});
+  check_range(std::isfinite(o.lr) && o.lr >= 0, "optimizer.lr", o.lr, ">= 0");
+  check_range(o.betas.size() == 2, "optimizer.betas", o.betas,
+              "exactly two values, e.g. [0.9, 0.95]");
+  for (const double beta : o.betas) {
+    check_range(beta >= 0 && beta < 1, "optimizer.betas", o.betas, "two values in [0, 1)");
+  }
+  check_range(std::isfinite(o.eps) && o.eps > 0, "optimizer.eps", o.eps, "> 0");
+  check_range(std::isfinite(o.weight_decay) && o.weight_decay >= 0, "optimizer.weight_decay",
+              o.weight_decay, ">= 0");
+  check_one_of("optimizer.implementation", o.implementation, {"fused", "foreach", "for-loop"});
+  for (const auto& entry : o.param_groups) parse_param_group_entry(entry);
+}
+
+void validate_config(const TrainerConfig& c, const std::vector<std::string>& model_names) {
+  if (!model_names.empty()) check_one_of("model.name", c.model.name, model_names);
+  TITAN_CHECK(!c.model.name.empty(), "model.name is empty: name a model (e.g. qwen3)");
   TITAN_CHECK(!c.model.flavor.empty(), "model.flavor is empty: name a flavor or use \"auto\"");
   check_one_of("model.moe_load_balancing", c.model.moe_load_balancing,
                {"none", "aux_loss", "expert_bias"});
@@ -95,18 +127,7 @@ void validate_config(const TrainerConfig& c) {
 
   check_degrees(c.parallelism);
 
-  const auto& o = c.optimizer;
-  check_one_of("optimizer.name", o.name, {"AdamW"});
-  check_range(o.lr >= 0, "optimizer.lr", o.lr, ">= 0");
-  check_range(o.betas.size() == 2, "optimizer.betas", o.betas,
-              "exactly two values, e.g. [0.9, 0.95]");
-  for (const double beta : o.betas) {
-    check_range(beta >= 0 && beta < 1, "optimizer.betas", o.betas, "two values in [0, 1)");
-  }
-  check_range(o.eps > 0, "optimizer.eps", o.eps, "> 0");
-  check_range(o.weight_decay >= 0, "optimizer.weight_decay", o.weight_decay, ">= 0");
-  check_one_of("optimizer.implementation", o.implementation, {"fused", "foreach", "for-loop"});
-  for (const auto& entry : o.param_groups) check_param_group(entry);
+  validate_optimizer_config(c.optimizer);
 
   const auto& s = c.lr_scheduler;
   check_at_least("lr_scheduler.warmup_steps", s.warmup_steps, 0);
@@ -131,8 +152,14 @@ void validate_config(const TrainerConfig& c) {
   check_one_of("checkpoint.async_mode", k.async_mode, {"disabled", "async"});
   check_range(k.load_step >= -1, "checkpoint.load_step", k.load_step, ">= 0 or -1 (the latest)");
 
-  check_one_of("activation_checkpoint.mode", c.activation_checkpoint.mode,
-               {"none", "selective", "full"});
+  check_activation_checkpoint(c.activation_checkpoint);
+  for (const auto& entry : c.overrides.imports) {
+    TITAN_CHECK(entry.find('=') != std::string::npos, "override.imports entry \"", entry,
+                "\": expected OP=IMPL or OP=IMPL@GLOB, e.g. \"moe_experts=fused@layers.*.moe\"");
+  }
+  for (const auto& library : c.overrides.libraries) {
+    TITAN_CHECK(!library.empty(), "override.libraries has an empty entry: name a shared library");
+  }
   check_at_least("metrics.log_freq", c.metrics.log_freq, 1);
   check_at_least("comm.init_timeout_seconds", c.comm.init_timeout_seconds, 1);
   check_at_least("comm.train_timeout_seconds", c.comm.train_timeout_seconds, 1);

@@ -1,5 +1,6 @@
 #include "titan/models/builtin_configs.h"
 
+#include "titan/models/model_spec.h"
 #include "titan/models/qwen3/config_functions.h"
 
 namespace titan::models {
@@ -12,6 +13,13 @@ config::ConfigRegistry& builtin_config_registry() {
     return r;
   }();
   return registry;
+}
+
+config::ResolveOptions builtin_resolve_options() {
+  config::ResolveOptions options;
+  options.registry = &builtin_config_registry();
+  options.model_names = model_spec_names();
+  return options;
 }
 
 }  // namespace titan::models

@@ -3,9 +3,14 @@
 #pragma once
 
 #include "titan/config/config_registry.h"
+#include "titan/config/resolve.h"
 
 namespace titan::models {
 
 config::ConfigRegistry& builtin_config_registry();
+
+// ResolveOptions for the CLI: the built-in config functions, and the model registry's names as
+// the accepted model.name values.
+config::ResolveOptions builtin_resolve_options();
 
 }  // namespace titan::models

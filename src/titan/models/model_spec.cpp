@@ -1,19 +1,21 @@
 #include "titan/models/model_spec.h"
 
+#include <map>
+
 #include "titan/common/error.h"
-#include "titan/models/qwen3/qwen3_spec.h"
+#include "titan/common/strings.h"
+#include "titan/models/builtin_models.h"
 
 namespace titan::models {
 namespace {
 
-// The registry, created on first use. The built-in specs are registered here, lazily, rather
-// than by static initialisers in their own files: a static library drops object files nothing
+// Created on first use with the built-in families. They are registered from here, not by
+// static initialisers in their own files: a static library drops object files nothing
 // references, and their initialisers with them.
 std::map<std::string, ModelSpec>& registry() {
   static std::map<std::string, ModelSpec> specs = [] {
     std::map<std::string, ModelSpec> m;
-    ModelSpec qwen3 = qwen3_model_spec();
-    m.emplace(qwen3.name, std::move(qwen3));
+    for (ModelSpec& spec : builtin_model_specs()) m.emplace(spec.name, std::move(spec));
     return m;
   }();
   return specs;
@@ -29,11 +31,8 @@ void register_model_spec(ModelSpec spec) {
 const ModelSpec& get_model_spec(const std::string& name) {
   const auto& specs = registry();
   auto it = specs.find(name);
-  if (it == specs.end()) {
-    std::string known;
-    for (const auto& [n, _] : specs) known += (known.empty() ? "" : ", ") + n;
-    fail("unknown model '", name, "' (model.name must be one of: ", known, ")");
-  }
+  if (it == specs.end())
+    fail("model.name = \"", name, "\": accepted values are ", join(model_spec_names()));
   return it->second;
 }
 
@@ -41,6 +40,27 @@ std::vector<std::string> model_spec_names() {
   std::vector<std::string> names;
   for (const auto& [n, _] : registry()) names.push_back(n);
   return names;
+}
+
+const ModelSpec& spec_for_hf_config(const nlohmann::json& hf_config, const std::string& source) {
+  TITAN_CHECK(hf_config.is_object(), source, ": config.json must be a JSON object");
+  std::string model_type;
+  if (hf_config.contains("model_type") && hf_config["model_type"].is_string())
+    model_type = hf_config["model_type"].get<std::string>();
+  std::vector<std::string> supported;
+  for (const auto& [name, spec] : registry()) {
+    for (const std::string& type : spec.hf_model_types) {
+      if (type == model_type) return spec;
+      supported.push_back(type + " (" + name + ")");
+    }
+  }
+  std::string architectures;
+  if (hf_config.contains("architectures")) architectures = " " + hf_config["architectures"].dump();
+  if (model_type.empty()) {
+    fail(source, ": no model_type", architectures, "; supported model types: ", join(supported));
+  }
+  fail(source, ": model_type '", model_type, "'", architectures,
+       " is not supported; supported model types: ", join(supported));
 }
 
 }  // namespace titan::models

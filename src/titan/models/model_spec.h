@@ -1,71 +1,29 @@
-// ModelSpec: how the trainer, the checkpoint code and the CLI see a model. A model family
-// registers one spec (name -> builder, state-dict adapter, FLOPs counter); the trainer never
-// names a concrete model class, so other backends plug in beside the native Qwen3.
+// ModelSpec: how the trainer, the checkpoint code and the CLI see a model family (torchtitan's
+// ModelSpec): a builder, the steps the trainer applies after building it (parallelize, then
+// post_optimizer_build once the optimizer exists), the state-dict adapter to and from Hugging
+// Face checkpoints and the FLOPs counter. The trainer never names a concrete model class.
+//
+// Specs are registered in one place, builtin_models.cpp; an HF directory picks its spec by the
+// model_type of its config.json.
 #pragma once
 
 #include <ATen/ATen.h>
 #include <nlohmann/json.hpp>
 
 #include <functional>
-#include <map>
 #include <memory>
-#include <stdexcept>
 #include <string>
-#include <utility>
 #include <vector>
 
+#include "titan/common/named_tensors.h"
 #include "titan/config/trainer_config.h"
+#include "titan/models/model.h"
+
+namespace titan::kernels {
+class OverrideResolver;
+}
 
 namespace titan::models {
-
-// Ordered (name, tensor) pairs; order is the model's parameter order.
-using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
-
-// Keys and values of the tokens decoded so far, per layer, for incremental decoding.
-struct KVCache {
-  std::vector<at::Tensor> keys, values;  // [B, n_kv_heads, length, head_dim] per layer
-  int64_t length = 0;                    // tokens already in the cache
-};
-
-class Model {
- public:
-  virtual ~Model() = default;
-  // Logits [B, S, V] for input ids [B, S] (int64), in the compute dtype.
-  virtual at::Tensor forward(const at::Tensor& input_ids) = 0;
-  // The final normed hidden states [B, S, H] and the output projection [V, H], so the loss can
-  // fuse lm_head with cross-entropy in chunks instead of materialising all logits.
-  virtual at::Tensor final_hidden(const at::Tensor& input_ids) = 0;
-  virtual at::Tensor output_weight() = 0;
-  // Logits [B, n, V] of `input_ids` [B, n] placed after the cache's tokens; appends their keys
-  // and values to the cache (generation). Inference only (no autograd).
-  virtual at::Tensor forward_cached(const at::Tensor& input_ids, KVCache& cache) {
-    throw std::runtime_error("this model does not support incremental decoding");
-  }
-  // Extra loss terms of the last forward (MoE auxiliary loss), already scaled; undefined
-  // tensor when there are none.
-  virtual at::Tensor extra_loss() { return {}; }
-  // Called after each optimizer step (aux-loss-free expert bias update).
-  virtual void after_optimizer_step() {}
-  // Parameters in native names (Hugging Face v5 in-memory names: fused MoE experts
-  // mlp.experts.gate_up_proj [E, 2*Im, H] and mlp.experts.down_proj [E, H, Im]). A tied
-  // lm_head appears once, as model.embed_tokens.weight.
-  virtual NamedTensors named_parameters() = 0;
-  // Non-trainable state that still belongs in a training checkpoint (e.g. expert biases).
-  virtual NamedTensors named_buffers() { return {}; }
-  // Tokens routed to each expert since the last after_optimizer_step() (float32 [E] per MoE
-  // layer, expert_bias balancing only). With data parallelism the trainer sums these across
-  // ranks (all-reduce in place) before calling after_optimizer_step(), so every rank applies
-  // the same bias update.
-  virtual NamedTensors moe_load_counts() { return {}; }
-  // Hugging Face config.json for this model (QWEN3_SPEC.md section 5.3), weights in `dtype`.
-  virtual nlohmann::json hf_config(const std::string& dtype) const = 0;
-  // Casts/moves every parameter and buffer.
-  virtual void to(at::Device device, at::ScalarType param_dtype) = 0;
-  virtual void set_compute_dtype(at::ScalarType dtype) = 0;
-  // activation_checkpoint.mode: "none", "selective" (every other layer recomputed in
-  // backward) or "full" (every layer).
-  virtual void set_activation_checkpointing(const std::string& mode) {}
-};
 
 // Converts between Hugging Face checkpoint names/layouts and the native ones.
 struct StateDictAdapter {
@@ -86,24 +44,49 @@ struct BuildOptions {
   at::ScalarType compute_dtype = at::kFloat;  // what forward/backward compute in
   bool init_weights = true;                   // false: parameters left uninitialised (to be loaded)
   uint64_t seed = 0;
+  // Which implementation of each overridable op every call site uses (kernels/); nullptr:
+  // reference everywhere. The builder resolves each call site once, while building.
+  kernels::OverrideResolver* overrides = nullptr;
+};
+
+// What post_optimizer_build may attach to training, without knowing the optimizer's class or
+// the distributed room.
+struct OptimizerHooks {
+  // Registers `hook` to run after every optimizer step.
+  std::function<void(std::function<void()> hook)> add_step_post_hook;
+  // Sums a tensor in place over the data-parallel ranks (a no-op on one process).
+  std::function<void(at::Tensor& tensor)> all_reduce_sum;
 };
 
 struct ModelSpec {
-  std::string name;
+  std::string name;         // model.name
+  std::string description;  // one line, for listings and errors
+  // config.json model_type values this spec reads (titan forward/eval/... on an HF directory).
+  std::vector<std::string> hf_model_types;
+
   // Builds a model from the resolved config (model.flavor / model.hf_assets_path ...).
   std::function<std::unique_ptr<Model>(const config::TrainerConfig&, const BuildOptions&)> build;
   // Builds from a Hugging Face config.json (for forward/eval/generate/convert).
   std::function<std::unique_ptr<Model>(const nlohmann::json& hf_config,
                                        const std::string& source_path, const BuildOptions&)>
       build_from_hf_config;
+  // Applied by the trainer after building and before the optimizer exists: activation
+  // checkpointing now, data-parallel wrappers later, all as wrappers of the model's modules.
+  std::function<void(Model&, const config::TrainerConfig&)> parallelize;
+  // Called once the optimizer exists (e.g. the MoE expert-bias update after every step).
+  std::function<void(Model&, const OptimizerHooks&)> post_optimizer_build;
   StateDictAdapter adapter;
-  // Training FLOPs per token, torchtitan's convention (QWEN3_SPEC.md section 7).
-  std::function<double(const Model&, int64_t seq_len)> flops_per_token;
+  // Training FLOPs per token, torchtitan's convention (docs/qwen3.md section 7).
+  std::function<double(Model&, int64_t seq_len)> flops_per_token;
 };
 
-// The registry of model specs (one of the few globals: a registry).
+// The registry of model specs (one of the few globals: a registry), filled with the built-in
+// families (builtin_models.cpp) on first use.
 void register_model_spec(ModelSpec spec);
 const ModelSpec& get_model_spec(const std::string& name);  // throws naming the known specs
 std::vector<std::string> model_spec_names();
+// The spec for a Hugging Face config.json (by its model_type); throws naming the model_type,
+// the architectures and what is supported. `source` names the file in messages.
+const ModelSpec& spec_for_hf_config(const nlohmann::json& hf_config, const std::string& source);
 
 }  // namespace titan::models

@@ -1,15 +1,41 @@
-// Cross-entropy losses for causal LM training. Labels come already shifted (torchtitan's
-// convention: labels[t] is the target of position t); positions labelled ignore_index (-100)
-// do not count. Softmax / logsumexp run in float32 whatever the logits dtype.
+// The training loss: summed token cross-entropy over the valid labels. Labels come already
+// shifted (torchtitan's convention: labels[t] is the target of position t); positions labelled
+// ignore_index (-100) do not count. Softmax / logsumexp run in float32 whatever the logits dtype.
+//
+// CausalLmLoss is the component the trainer and `titan eval` use: built once, with the
+// cross_entropy implementation chosen for the call site "output" (the head and the loss are one
+// overridable op, so that the [tokens, vocab] logits need never exist) and the model whose
+// output_weight() it reads at each call.
 #pragma once
 
 #include <ATen/ATen.h>
 
 #include <cstdint>
 
+#include "titan/kernels/ops.h"
+#include "titan/models/model.h"
+
+namespace titan::kernels {
+class OverrideResolver;
+}
+
 namespace titan::train {
 
 constexpr int64_t kIgnoreIndex = -100;
+
+class CausalLmLoss {
+ public:
+  // `overrides` picks the cross_entropy implementation at "output" (nullptr: reference).
+  CausalLmLoss(models::Model& model, kernels::OverrideResolver* overrides);
+
+  // Summed cross-entropy of hidden [B, S, H] (or [N, H]) against labels [B, S] (or [N]), with
+  // the model's head. Labels outside the vocabulary (other than -100) are a titan::Error.
+  at::Tensor sum(const at::Tensor& hidden, const at::Tensor& labels) const;
+
+ private:
+  models::Model& model_;
+  kernels::CrossEntropyFn cross_entropy_;
+};
 
 // Sum of the cross-entropy over the valid targets: logits [N, V] or [B, S, V], labels [N] or
 // [B, S] (int64). Equal to F.cross_entropy(logits.float(), labels, reduction="sum").
@@ -20,19 +46,21 @@ at::Tensor cross_entropy_sum(const at::Tensor& logits, const at::Tensor& labels,
 at::Tensor cross_entropy_loss(const at::Tensor& logits, const at::Tensor& labels,
                               int64_t ignore_index = kIgnoreIndex);
 
-// cross_entropy_sum(hidden @ weight^T, labels) without materialising the [N, V] logits:
-// hidden [N, H] or [B, S, H], weight [V, H]. Rows are processed in chunks (chunk_rows; 0 picks
-// Liger-Kernel's size, about N*H/V rows); the forward pass also computes the gradients with
-// respect to hidden and weight chunk by chunk, and backward only scales them by the incoming
-// gradient. The matmuls run in hidden's dtype (weight is cast to it), softmax in float32; the
-// weight gradient is accumulated in float32 and returned in weight's dtype.
+// cross_entropy_sum(hidden @ weight^T, labels) through `cross_entropy` (an implementation of the
+// op; reference when null), after checking shapes and label range: hidden [N, H] or [B, S, H],
+// weight [V, H].
 at::Tensor linear_cross_entropy_sum(const at::Tensor& hidden, const at::Tensor& weight,
-                                    const at::Tensor& labels, int64_t ignore_index = kIgnoreIndex,
-                                    int64_t chunk_rows = 0);
-// linear_cross_entropy_sum / the number of valid targets (0 when there are none).
-at::Tensor linear_cross_entropy_loss(const at::Tensor& hidden, const at::Tensor& weight,
-                                     const at::Tensor& labels, int64_t ignore_index = kIgnoreIndex,
-                                     int64_t chunk_rows = 0);
+                                    const at::Tensor& labels,
+                                    kernels::CrossEntropyFn cross_entropy = nullptr,
+                                    int64_t ignore_index = kIgnoreIndex);
+// The reference implementation with an explicit chunk size (rows per chunk; 0 = automatic),
+// and its mean over the valid targets (0 when there are none).
+at::Tensor linear_cross_entropy_sum_chunked(const at::Tensor& hidden, const at::Tensor& weight,
+                                            const at::Tensor& labels, int64_t ignore_index,
+                                            int64_t chunk_rows);
+at::Tensor linear_cross_entropy_loss_chunked(const at::Tensor& hidden, const at::Tensor& weight,
+                                             const at::Tensor& labels, int64_t ignore_index,
+                                             int64_t chunk_rows);
 
 // Number of labels != ignore_index: as an int64 scalar tensor on labels' device (no host
 // synchronisation), or as a host number.

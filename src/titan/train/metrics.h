@@ -1,5 +1,5 @@
 // Step metrics: the torchtitan-style step line on stdout and one JSON object per logged step
-// in <dump_folder>/metrics.jsonl (DESIGN.md section 3).
+// in <dump_folder>/metrics.jsonl (docs/architecture.md section 3).
 #pragma once
 
 #include <ATen/ATen.h>

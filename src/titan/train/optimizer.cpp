@@ -8,41 +8,14 @@
 #include <tuple>
 
 #include "titan/common/error.h"
+#include "titan/common/strings.h"
+#include "titan/config/validate.h"
 
 namespace titan::train {
-namespace {
-
-const std::set<std::string>& implementations() {
-  static const std::set<std::string> names = {"fused", "foreach", "for-loop"};
-  return names;
-}
-
-void check_config(const config::OptimizerConfig& c) {
-  TITAN_CHECK(c.name == "AdamW", "optimizer.name: unknown optimizer '", c.name,
-              "'; accepted: AdamW");
-  TITAN_CHECK(std::isfinite(c.lr) && c.lr >= 0, "optimizer.lr must be >= 0, got ", c.lr);
-  TITAN_CHECK(c.betas.size() == 2, "optimizer.betas must have two values, got ", c.betas.size());
-  for (double b : c.betas)
-    TITAN_CHECK(b >= 0 && b < 1, "optimizer.betas: each must be in [0, 1), got ", b);
-  TITAN_CHECK(std::isfinite(c.eps) && c.eps >= 0, "optimizer.eps must be >= 0, got ", c.eps);
-  TITAN_CHECK(std::isfinite(c.weight_decay) && c.weight_decay >= 0,
-              "optimizer.weight_decay must be >= 0, got ", c.weight_decay);
-  TITAN_CHECK(implementations().count(c.implementation),
-              "optimizer.implementation: unknown value '", c.implementation,
-              "'; accepted: fused, foreach, for-loop");
-}
-
-std::string shape_string(at::IntArrayRef shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
-
-}  // namespace
 
 AdamW::AdamW(const NamedTensors& params, const config::OptimizerConfig& config)
     : params_(params), implementation_(config.implementation) {
-  check_config(config);
+  config::validate_optimizer_config(config);
   beta1_ = config.betas[0];
   beta2_ = config.betas[1];
   eps_ = config.eps;
@@ -79,8 +52,8 @@ std::vector<AdamW::Bucket> AdamW::buckets_with_grads() {
     const at::Tensor& g = p.grad();
     if (!g.defined()) continue;
     TITAN_CHECK(g.sizes() == p.sizes(), "optimizer: gradient of '", params_[i].first,
-                "' has shape ", shape_string(g.sizes()), " but the parameter has ",
-                shape_string(p.sizes()));
+                "' has shape ", shape_to_string(g.sizes()), " but the parameter has ",
+                shape_to_string(p.sizes()));
     init_slot(i);
     Slot& s = slots_[i];
     Bucket& b = buckets[{s.weight_decay, p.device().str(), static_cast<int>(p.scalar_type())}];
@@ -107,6 +80,7 @@ void AdamW::step(double lr) {
     else
       step_for_loop(b, lr);
   }
+  for (const auto& hook : step_post_hooks_) hook();
 }
 
 void AdamW::step_fused(Bucket& b, double lr) const {
@@ -198,10 +172,10 @@ void AdamW::load_state(const NamedTensors& state) {
       TITAN_CHECK(f.count(needed), "optimizer state: '", name, ".", needed, "' is missing");
     for (const char* moment : {"exp_avg", "exp_avg_sq"})
       TITAN_CHECK(f[moment].sizes() == p.sizes(), "optimizer state: '", name, ".", moment,
-                  "' has shape ", shape_string(f[moment].sizes()), " but the parameter has ",
-                  shape_string(p.sizes()));
+                  "' has shape ", shape_to_string(f[moment].sizes()), " but the parameter has ",
+                  shape_to_string(p.sizes()));
     TITAN_CHECK(f["step"].numel() == 1, "optimizer state: '", name,
-                ".step' must be a scalar, got shape ", shape_string(f["step"].sizes()));
+                ".step' must be a scalar, got shape ", shape_to_string(f["step"].sizes()));
     init_slot(i);
     Slot& s = slots_[i];
     s.exp_avg.copy_(f["exp_avg"]);

@@ -10,6 +10,7 @@
 #include <ATen/ATen.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,11 @@ class AdamW {
   void step(double lr);
   // Drops every gradient (torch's zero_grad(set_to_none=True)).
   void zero_grad();
+  // Runs `hook` at the end of every step() (torch's register_step_post_hook); the model spec's
+  // post_optimizer_build registers its per-step work here.
+  void add_step_post_hook(std::function<void()> hook) {
+    step_post_hooks_.push_back(std::move(hook));
+  }
 
   // The state for an exact resume, keyed "<param>.exp_avg", "<param>.exp_avg_sq" and
   // "<param>.step" (a float32 scalar), for every parameter that has taken a step. The tensors
@@ -64,6 +70,7 @@ class AdamW {
   std::vector<ParamGroup> groups_;
   std::vector<Slot> slots_;  // one per parameter
   std::string implementation_;
+  std::vector<std::function<void()>> step_post_hooks_;
   double beta1_ = 0.9, beta2_ = 0.999, eps_ = 1e-8;
 };
 

@@ -2,32 +2,16 @@
 
 #include <fnmatch.h>
 
-#include <cerrno>
-#include <cmath>
-#include <cstdlib>
-
 #include "titan/common/error.h"
+#include "titan/config/validate.h"
 
 namespace titan::train {
 
 std::vector<ParamGroupRule> parse_param_group_rules(const std::vector<std::string>& entries) {
   std::vector<ParamGroupRule> rules;
   for (const std::string& entry : entries) {
-    // The glob itself may contain '=' only inside brackets, which is unusual enough that the
-    // last '=' separates the value.
-    const size_t eq = entry.rfind('=');
-    TITAN_CHECK(eq != std::string::npos && eq > 0 && eq + 1 < entry.size(),
-                "optimizer.param_groups: malformed entry '", entry,
-                "'; expected GLOB=WEIGHT_DECAY, e.g. '*norm*=0'");
-    const std::string value = entry.substr(eq + 1);
-    char* end = nullptr;
-    errno = 0;
-    const double weight_decay = std::strtod(value.c_str(), &end);
-    TITAN_CHECK(errno == 0 && end == value.c_str() + value.size() && std::isfinite(weight_decay) &&
-                    weight_decay >= 0,
-                "optimizer.param_groups: entry '", entry, "' has weight decay '", value,
-                "'; expected a non-negative number");
-    rules.push_back({entry.substr(0, eq), weight_decay});
+    const config::ParamGroupEntry parsed = config::parse_param_group_entry(entry);
+    rules.push_back({parsed.glob, parsed.weight_decay});
   }
   return rules;
 }

@@ -13,11 +13,10 @@
 #include <utility>
 #include <vector>
 
+#include "titan/common/named_tensors.h"
 #include "titan/config/trainer_config.h"
 
 namespace titan::train {
-
-using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
 
 struct ParamGroupRule {
   std::string glob;

@@ -1,5 +1,5 @@
 // Where and in which dtypes training runs, from training.device / dtype /
-// mixed_precision_param (DESIGN.md section 3: "auto" computes in bfloat16 on CUDA and in
+// mixed_precision_param (docs/architecture.md section 3: "auto" computes in bfloat16 on CUDA and in
 // float32 on the CPU; training.dtype is what the optimizer updates).
 #pragma once
 

@@ -3,26 +3,39 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
-#include <filesystem>
 #include <iostream>
 
 #include "titan/common/error.h"
+#include "titan/config/field_values.h"
 #include "titan/config/validate.h"
 #include "titan/data/data_loader.h"
 #include "titan/data/tokenizer/tokenizer.h"
+#include "titan/kernels/override_resolver.h"
 #include "titan/models/model_spec.h"
+#include "titan/train/checkpoint_manager.h"
+#include "titan/train/final_export.h"
 #include "titan/train/grad_clip.h"
+#include "titan/train/initial_load.h"
 #include "titan/train/loss.h"
 #include "titan/train/lr_scheduler.h"
 #include "titan/train/metrics.h"
 #include "titan/train/optimizer.h"
 #include "titan/train/precision.h"
-#include "titan/train/training_state.h"
 
 namespace titan::train {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// The world size torchrun gives this process (1 when run directly).
+int64_t world_size_from_env() {
+  const char* value = std::getenv("WORLD_SIZE");
+  if (value == nullptr || *value == '\0') return 1;
+  int64_t n = 0;
+  TITAN_CHECK(config::parse_int64(value, n) && n >= 1, "WORLD_SIZE='", value,
+              "' is not a positive integer");
+  return n;
+}
 
 // Number of micro-batches per optimizer step (gradient accumulation).
 int64_t micro_batches_per_step(const config::TrainingConfig& t, int64_t dp_degree) {
@@ -34,120 +47,189 @@ int64_t micro_batches_per_step(const config::TrainingConfig& t, int64_t dp_degre
   return t.global_batch_size / per_pass;
 }
 
-}  // namespace
-
-// The world size torchrun gives this process (1 when run directly).
-static int64_t world_size_from_env() {
-  const char* value = std::getenv("WORLD_SIZE");
-  if (value == nullptr || *value == '\0') return 1;
-  char* end = nullptr;
-  const long long n = std::strtoll(value, &end, 10);
-  TITAN_CHECK(end != value && *end == '\0' && n >= 1, "WORLD_SIZE='", value,
-              "' is not a positive integer");
-  return n;
+// The kernel libraries of override.libraries, then the resolver of override.imports for the
+// device and compute dtype this run uses.
+kernels::OverrideResolver make_override_resolver(const config::TrainerConfig& cfg,
+                                                 const Precision& precision) {
+  for (const std::string& library : cfg.overrides.libraries)
+    kernels::kernel_registry().load_library(library);
+  kernels::OverrideSettings settings;
+  settings.imports = cfg.overrides.imports;
+  settings.fallback = cfg.overrides.fallback;
+  settings.device = precision.device.type();
+  settings.dtype = precision.compute_dtype;
+  return kernels::OverrideResolver(settings);
 }
 
-TrainSummary run_training(const config::TrainerConfig& cfg) {
+// One training run, set up in torchtitan's order: data, model (with its kernels resolved),
+// loss, parallelize, optimizer, post_optimizer_build, schedule, then what to start from.
+class Trainer {
+ public:
+  explicit Trainer(const config::TrainerConfig& cfg)
+      : cfg_(cfg),
+        precision_(resolve_precision(cfg.training)),
+        overrides_(make_override_resolver(cfg, precision_)),
+        tokenizer_(std::make_shared<const data::Tokenizer>(
+            data::Tokenizer::from_directory(cfg.model.hf_assets_path))),
+        loader_(tokenizer_, cfg.training.dataset_path, cfg.training.local_batch_size,
+                cfg.training.seq_len, tokenizer_->token_to_id(cfg.training.eos_token)),
+        spec_(models::get_model_spec(cfg.model.name)),
+        model_(build_model()),
+        loss_(*model_, &overrides_),
+        optimizer_(parallelize_then_params(), cfg.optimizer),
+        scheduler_(cfg.lr_scheduler, cfg.training.steps, cfg.optimizer.lr),
+        checkpoints_(cfg, spec_, *model_, optimizer_, loader_),
+        metrics_(cfg.job.dump_folder, /*enabled=*/true) {
+    micro_batches_ = micro_batches_per_step(cfg.training, /*dp_degree=*/1);
+    if (spec_.post_optimizer_build) {
+      models::OptimizerHooks hooks;
+      hooks.add_step_post_hook = [this](std::function<void()> hook) {
+        optimizer_.add_step_post_hook(std::move(hook));
+      };
+      hooks.all_reduce_sum = nullptr;  // one process: nothing to sum over
+      spec_.post_optimizer_build(*model_, hooks);
+    }
+    for (auto& [name, p] : model_->named_parameters()) params_.push_back(p);
+    flops_per_token_ =
+        spec_.flops_per_token ? spec_.flops_per_token(*model_, cfg.training.seq_len) : 0.0;
+    peak_flops_ = device_peak_flops(precision_.device);
+    first_step_ = load_initial_state(cfg, spec_, *model_, checkpoints_) + 1;
+  }
+
+  TrainSummary train() {
+    TrainSummary summary;
+    summary.last_step = first_step_ - 1;
+    for (int64_t step = first_step_; step <= cfg_.training.steps; ++step) {
+      const auto start = Clock::now();
+      const StepResult result = train_step(step);
+      summary.losses.push_back(result.loss);
+      summary.last_step = step;
+      const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+      if (step == 1 || step % cfg_.metrics.log_freq == 0 || step == cfg_.training.steps)
+        log_step(step, result, seconds);
+      checkpoints_.maybe_save(step, /*last=*/step == cfg_.training.steps);
+    }
+    checkpoints_.finish();
+    summary.hf_export_dir = export_hf_if_requested(cfg_, spec_, *model_, summary.last_step);
+    return summary;
+  }
+
+ private:
+  struct StepResult {
+    double loss = 0;
+    double grad_norm = 0;
+    double lr = 0;
+  };
+
+  std::unique_ptr<models::Model> build_model() {
+    models::BuildOptions build;
+    build.device = precision_.device;
+    build.param_dtype = precision_.param_dtype;
+    build.compute_dtype = precision_.compute_dtype;
+    build.seed = static_cast<uint64_t>(cfg_.training.seed);
+    build.overrides = &overrides_;
+    std::unique_ptr<models::Model> model = spec_.build(cfg_, build);
+    const int64_t model_vocab = model->output_weight().size(0);
+    TITAN_CHECK(tokenizer_->vocab_size() <= model_vocab, "the tokenizer in ",
+                cfg_.model.hf_assets_path, " has ", tokenizer_->vocab_size(),
+                " tokens but the model's vocabulary is ", model_vocab);
+    return model;
+  }
+
+  // Runs once the loss has resolved its kernel too: logs the overrides, applies the spec's
+  // wrappers, and hands the optimizer the parameters (the optimizer comes after parallelize,
+  // as in torchtitan, so it holds the tensors the wrapped model trains).
+  NamedTensors parallelize_then_params() {
+    overrides_.finish();
+    for (const std::string& line : overrides_.summary(/*include_reference=*/false))
+      std::cout << "[override] " << line << std::endl;
+    if (spec_.parallelize) spec_.parallelize(*model_, cfg_);
+    return model_->named_parameters();
+  }
+
+  // loss = summed cross-entropy over the step's valid tokens / their number, accumulated over
+  // micro-batches so that accumulation gives the same gradient as one big batch.
+  StepResult train_step(int64_t step) {
+    std::vector<data::Batch> batches;
+    int64_t valid_tokens = 0;
+    for (int64_t i = 0; i < micro_batches_; ++i) {
+      batches.push_back(loader_.next());
+      valid_tokens += count_valid_tokens(batches.back().labels);
+    }
+    TITAN_CHECK(valid_tokens > 0, "step ", step, " has no valid label tokens");
+    StepResult result;
+    for (auto& batch : batches) {
+      const at::Tensor inputs = batch.inputs.to(precision_.device);
+      const at::Tensor labels = batch.labels.to(precision_.device);
+      const models::ModelOutput out = model_->forward(inputs);
+      at::Tensor loss = loss_.sum(out.hidden, labels) / static_cast<double>(valid_tokens);
+      if (out.extra_loss.defined())
+        loss = loss + out.extra_loss / static_cast<double>(micro_batches_);
+      loss.backward();
+      result.loss += loss.item<double>();
+    }
+    TITAN_CHECK(std::isfinite(result.loss), "the loss became ", result.loss, " at step ", step,
+                "; lower optimizer.lr or check the data");
+    result.grad_norm = clip_grad_norm(params_, cfg_.training.max_norm);
+    result.lr = scheduler_.lr_at(step - 1);
+    optimizer_.step(result.lr);
+    optimizer_.zero_grad();
+    checkpoints_.on_step_end(tokens_per_step());
+    return result;
+  }
+
+  int64_t tokens_per_step() const {
+    return micro_batches_ * cfg_.training.local_batch_size * cfg_.training.seq_len;
+  }
+
+  void log_step(int64_t step, const StepResult& r, double seconds) {
+    StepMetrics m;
+    m.step = step;
+    m.loss = r.loss;
+    m.grad_norm = r.grad_norm;
+    m.lr = r.lr;
+    std::tie(m.memory_gib, m.memory_percent) = peak_memory(precision_.device);
+    m.tps = static_cast<double>(tokens_per_step()) / seconds;
+    m.tflops = flops_per_token_ * m.tps / 1e12;
+    if (peak_flops_) m.mfu = 100.0 * flops_per_token_ * m.tps / *peak_flops_;
+    metrics_.log(m);
+  }
+
+  const config::TrainerConfig& cfg_;
+  Precision precision_;
+  kernels::OverrideResolver overrides_;
+  std::shared_ptr<const data::Tokenizer> tokenizer_;
+  data::DataLoader loader_;
+  const models::ModelSpec& spec_;
+  std::unique_ptr<models::Model> model_;
+  CausalLmLoss loss_;
+  AdamW optimizer_;
+  LRScheduler scheduler_;
+  CheckpointManager checkpoints_;
+  MetricsLogger metrics_;
+  int64_t micro_batches_ = 1;
+  std::vector<at::Tensor> params_;
+  double flops_per_token_ = 0;
+  std::optional<double> peak_flops_;
+  int64_t first_step_ = 1;
+};
+
+// Checks that must pass before anything is built.
+void check_run_environment(const config::TrainerConfig& cfg) {
   const int64_t world_size = world_size_from_env();
   config::check_parallel_degrees(cfg.parallelism, world_size);
   TITAN_CHECK(world_size == 1, "this build trains in one process; WORLD_SIZE=", world_size,
               " (multi-process data parallelism is not implemented yet)");
-  const Precision precision = resolve_precision(cfg.training);
-  const at::Device device = precision.device;
   at::manual_seed(static_cast<uint64_t>(cfg.training.seed));
   if (cfg.training.deterministic) at::globalContext().setDeterministicAlgorithms(true, false);
+}
 
-  // Data.
-  auto tokenizer = std::make_shared<const data::Tokenizer>(
-      data::Tokenizer::from_directory(cfg.model.hf_assets_path));
-  const int32_t eos_id = tokenizer->token_to_id(cfg.training.eos_token);
-  data::DataLoader loader(tokenizer, cfg.training.dataset_path, cfg.training.local_batch_size,
-                          cfg.training.seq_len, eos_id);
-  const int64_t micro_batches = micro_batches_per_step(cfg.training, /*dp_degree=*/1);
+}  // namespace
 
-  // Model.
-  const models::ModelSpec& spec = models::get_model_spec(cfg.model.name);
-  models::BuildOptions build;
-  build.device = device;
-  build.param_dtype = precision.param_dtype;
-  build.compute_dtype = precision.compute_dtype;
-  build.seed = static_cast<uint64_t>(cfg.training.seed);
-  std::unique_ptr<models::Model> model = spec.build(cfg, build);
-  model->set_activation_checkpointing(cfg.activation_checkpoint.mode);
-  const int64_t model_vocab = model->output_weight().size(0);
-  TITAN_CHECK(tokenizer->vocab_size() <= model_vocab, "the tokenizer in ", cfg.model.hf_assets_path,
-              " has ", tokenizer->vocab_size(), " tokens but the model's vocabulary is ",
-              model_vocab);
-
-  AdamW optimizer(model->named_parameters(), cfg.optimizer);
-  LRScheduler scheduler(cfg.lr_scheduler, cfg.training.steps, cfg.optimizer.lr);
-  TrainingState state(cfg, spec, *model, optimizer, loader);
-  const int64_t first_step = state.load_initial() + 1;  // resume, HF initial load or fresh
-
-  std::vector<at::Tensor> params;
-  for (auto& [name, p] : model->named_parameters()) params.push_back(p);
-  const double flops_per_token = spec.flops_per_token(*model, cfg.training.seq_len);
-  const auto peak_flops = device_peak_flops(device);
-  MetricsLogger metrics(cfg.job.dump_folder, /*enabled=*/true);
-
-  TrainSummary summary;
-  summary.last_step = first_step - 1;
-  for (int64_t step = first_step; step <= cfg.training.steps; ++step) {
-    const auto start = Clock::now();
-    std::vector<data::Batch> batches;
-    int64_t valid_tokens = 0;
-    for (int64_t i = 0; i < micro_batches; ++i) {
-      batches.push_back(loader.next());
-      valid_tokens += count_valid_tokens(batches.back().labels);
-    }
-    TITAN_CHECK(valid_tokens > 0, "step ", step, " has no valid label tokens");
-
-    // loss = summed cross-entropy over the step's valid tokens / their number, accumulated
-    // over micro-batches so that accumulation gives the same gradient as one big batch.
-    double step_loss = 0;
-    for (auto& batch : batches) {
-      const at::Tensor inputs = batch.inputs.to(device);
-      const at::Tensor labels = batch.labels.to(device);
-      const at::Tensor hidden = model->final_hidden(inputs);
-      at::Tensor loss =
-          linear_cross_entropy_sum(hidden.flatten(0, 1), model->output_weight(), labels.flatten()) /
-          static_cast<double>(valid_tokens);
-      if (at::Tensor extra = model->extra_loss(); extra.defined())
-        loss = loss + extra / static_cast<double>(micro_batches);
-      loss.backward();
-      step_loss += loss.item<double>();
-    }
-    TITAN_CHECK(std::isfinite(step_loss), "the loss became ", step_loss, " at step ", step,
-                "; lower optimizer.lr or check the data");
-
-    const double grad_norm = clip_grad_norm(params, cfg.training.max_norm);
-    const double lr = scheduler.lr_at(step - 1);
-    optimizer.step(lr);
-    optimizer.zero_grad();
-    model->after_optimizer_step();
-    state.on_step_end(step, micro_batches * cfg.training.local_batch_size * cfg.training.seq_len);
-    summary.losses.push_back(step_loss);
-    summary.last_step = step;
-
-    const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-    if (step == 1 || step % cfg.metrics.log_freq == 0 || step == cfg.training.steps) {
-      StepMetrics m;
-      m.step = step;
-      m.loss = step_loss;
-      m.grad_norm = grad_norm;
-      m.lr = lr;
-      std::tie(m.memory_gib, m.memory_percent) = peak_memory(device);
-      m.tps =
-          double(micro_batches * cfg.training.local_batch_size * cfg.training.seq_len) / seconds;
-      m.tflops = flops_per_token * m.tps / 1e12;
-      if (peak_flops) m.mfu = 100.0 * flops_per_token * m.tps / *peak_flops;
-      metrics.log(m);
-    }
-    state.maybe_save(step, /*last=*/step == cfg.training.steps);
-  }
-  state.finish();
-  summary.hf_export_dir = state.export_hf_if_requested(summary.last_step);
-  return summary;
+TrainSummary run_training(const config::TrainerConfig& cfg) {
+  check_run_environment(cfg);
+  Trainer trainer(cfg);
+  return trainer.train();
 }
 
 }  // namespace titan::train

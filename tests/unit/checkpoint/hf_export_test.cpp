@@ -32,7 +32,7 @@ class HfExportTest : public ::testing::Test {
   fs::path dir_;
 };
 
-models::NamedTensors toy_tensors() {
+NamedTensors toy_tensors() {
   at::manual_seed(1);
   return {
       {"model.embed_tokens.weight", at::randn({64, 16})},  // 2048 bytes in bf16

@@ -25,9 +25,18 @@ const std::vector<std::string> kSizes = {"0_6b", "1_7b", "4b",      "8b",
 TrainerConfig resolve_builtin(const std::string& name, std::vector<std::string> extra = {}) {
   std::vector<std::string> args = {"--module", "qwen3", "--config", name};
   args.insert(args.end(), extra.begin(), extra.end());
-  ResolveOptions options;
-  options.registry = &models::builtin_config_registry();
-  return resolve_config(args, options);
+  return resolve_config(args, models::builtin_resolve_options());
+}
+
+TEST(Qwen3Configs, ModelNameIsCheckedAgainstTheModelRegistry) {
+  try {
+    resolve_builtin("qwen3_debugmodel", {"--model.name", "llama"});
+    FAIL() << "no error";
+  } catch (const titan::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("model.name = \"llama\": accepted values are qwen3"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(Qwen3Configs, RegistersEveryPromisedFunction) {

@@ -26,8 +26,6 @@ TEST(Validate, EnumerationsListTheAcceptedValues) {
     const char* expected;
   };
   const Case cases[] = {
-      {[](auto& c) { c.model.name = "llama"; },
-       "model.name = \"llama\": accepted values are qwen3, transformers"},
       {[](auto& c) { c.training.dtype = "fp16"; },
        "training.dtype = \"fp16\": accepted values are float32, bfloat16"},
       {[](auto& c) { c.training.mixed_precision_param = "half"; }, "auto, float32, bfloat16"},
@@ -43,10 +41,35 @@ TEST(Validate, EnumerationsListTheAcceptedValues) {
       {[](auto& c) { c.checkpoint.async_mode = "sync"; },
        "checkpoint.async_mode = \"sync\": accepted values are disabled, async"},
       {[](auto& c) { c.activation_checkpoint.mode = "op"; }, "none, selective, full"},
+      {[](auto& c) {
+         c.activation_checkpoint.mode = "selective";
+         c.activation_checkpoint.selective_ac_option = "half";
+       },
+       "activation_checkpoint.selective_ac_option = \"half\": accepted values are a positive "
+       "integer N (every N-th block) or op"},
+      {[](auto& c) { c.overrides.imports = {"rms_norm"}; },
+       "override.imports entry \"rms_norm\": expected OP=IMPL or OP=IMPL@GLOB"},
       {[](auto& c) { c.model.moe_load_balancing = "bias"; }, "none, aux_loss, expert_bias"},
   };
   for (const auto& test_case : cases)
     EXPECT_CONTAINS(invalid(test_case.change), test_case.expected);
+}
+
+TEST(Validate, ModelNameIsCheckedAgainstTheNamesTheCallerKnows) {
+  TrainerConfig c;
+  c.model.name = "llama";
+  EXPECT_CONTAINS(error_of([&] {
+                    validate_config(c, {"qwen3", "transformers"});
+                  }),
+                  "model.name = \"llama\": accepted values are qwen3, transformers");
+  c.model.name = "qwen3";
+  EXPECT_NO_THROW(validate_config(c, {"qwen3"}));
+}
+
+TEST(Validate, SelectiveOptionIsAFrequencyOrOp) {
+  EXPECT_EQ(selective_ac_frequency("op"), 0);
+  EXPECT_EQ(selective_ac_frequency("3"), 3);
+  EXPECT_CONTAINS(error_of([&] { selective_ac_frequency("0"); }), "selective_ac_option = \"0\"");
 }
 
 TEST(Validate, RangesNameKeyAndValue) {

@@ -32,7 +32,8 @@ TEST(Tokenizer, DecodeInvertsEncode) {
 TEST(Tokenizer, AddedTokensAreSingleIds) {
   const auto tok = qwen3_tokenizer();
   const int32_t eos = tok->token_to_id("<|endoftext|>");
-  EXPECT_EQ(eos, 151643);  // the id DESIGN.md and QWEN3_SPEC.md give for Qwen3's end of text
+  EXPECT_EQ(eos,
+            151643);  // the id docs/architecture.md and docs/qwen3.md give for Qwen3's end of text
   const auto ids = tok->encode("a<|endoftext|>b");
   ASSERT_EQ(ids.size(), 3u);
   EXPECT_EQ(ids[1], eos);

@@ -10,6 +10,7 @@
 #include <set>
 
 #include "titan/common/error.h"
+#include "titan/models/generation.h"
 #include "titan/models/model_spec.h"
 #include "titan/models/qwen3/model.h"
 #include "titan/models/qwen3/qwen3_spec.h"
@@ -37,10 +38,11 @@ Qwen3Args tiny(bool moe, bool tied) {
   return a;
 }
 
-std::unique_ptr<Qwen3Model> build(const Qwen3Args& a, uint64_t seed = 0,
-                                  Qwen3Options options = {}) {
+std::unique_ptr<Qwen3Model> build(const Qwen3Args& a, uint64_t seed = 0, Qwen3Options options = {},
+                                  at::ScalarType compute_dtype = at::kFloat) {
   BuildOptions b;
   b.seed = seed;
+  b.compute_dtype = compute_dtype;
   return std::make_unique<Qwen3Model>(a, options, b);
 }
 
@@ -96,22 +98,51 @@ TEST(Qwen3Model, InitIsSeededAndFollowsHfRules) {
   EXPECT_EQ(p1[0].second[5].abs().sum().item<double>(), 0.0);  // padding row zeroed
 }
 
-TEST(Qwen3Model, ForwardShapesAndFinalHiddenAgree) {
+TEST(Qwen3Model, ForwardShapesAndLogitsAgree) {
   auto model = build(tiny(true, false));
   const at::Tensor ids = some_ids(97);
-  const at::Tensor logits = model->forward(ids);
-  EXPECT_EQ(logits.sizes(), (std::vector<int64_t>{2, 10, 97}));
-  const at::Tensor again = at::linear(model->final_hidden(ids), model->output_weight());
-  EXPECT_TRUE(at::allclose(logits, again));
-  EXPECT_FALSE(model->extra_loss().defined());  // no balancing configured
+  const ModelOutput out = model->forward(ids);
+  EXPECT_EQ(out.hidden.sizes(), (std::vector<int64_t>{2, 10, 32}));
+  EXPECT_FALSE(out.extra_loss.defined());  // no balancing configured
+  const at::Tensor l = logits(*model, ids);
+  EXPECT_EQ(l.sizes(), (std::vector<int64_t>{2, 10, 97}));
+  EXPECT_TRUE(at::allclose(l, at::linear(out.hidden, model->output_weight())));
+}
+
+TEST(Qwen3Model, ModulesCoverEveryParameterOnceInOrder) {
+  auto model = build(tiny(true, false));
+  std::vector<std::string> from_modules, paths;
+  for (Module* m : model->modules()) {
+    paths.push_back(m->path());
+    for (const auto& [name, _] : m->named_parameters()) from_modules.push_back(name);
+  }
+  std::vector<std::string> all;
+  for (const auto& [name, _] : model->named_parameters()) all.push_back(name);
+  EXPECT_EQ(from_modules, all);
+  EXPECT_EQ(paths, (std::vector<std::string>{"tok_embeddings", "layers.0", "layers.1", "layers.2",
+                                             "norm"}));
+  EXPECT_EQ(model->blocks().size(), 3u);
+}
+
+TEST(Qwen3Model, MovingKeepsTheParameterObjectsAnOptimizerHolds) {
+  auto model = build(tiny(false, false));
+  const NamedTensors before = model->named_parameters();
+  move_model(*model, at::kCPU, at::kBFloat16);
+  const NamedTensors after = model->named_parameters();
+  ASSERT_EQ(before.size(), after.size());
+  for (size_t i = 0; i < before.size(); ++i) {
+    EXPECT_TRUE(before[i].second.is_same(after[i].second)) << before[i].first;
+    EXPECT_EQ(before[i].second.scalar_type(), at::kBFloat16) << before[i].first;
+    EXPECT_TRUE(before[i].second.requires_grad()) << before[i].first;
+  }
 }
 
 TEST(Qwen3Model, CausalityLaterTokensDoNotChangeEarlierLogits) {
   auto model = build(tiny(true, true));
   at::Tensor ids = some_ids(97);
-  const at::Tensor a = model->forward(ids);
+  const at::Tensor a = logits(*model, ids);
   ids.index_put_({at::indexing::Slice(), -1}, 3);
-  const at::Tensor b = model->forward(ids);
+  const at::Tensor b = logits(*model, ids);
   EXPECT_TRUE(at::equal(a.slice(1, 0, 9), b.slice(1, 0, 9)));
   EXPECT_FALSE(at::equal(a.slice(1, 9), b.slice(1, 9)));
 }
@@ -123,14 +154,16 @@ TEST(Qwen3Model, CachedDecodingMatchesTheFullForward) {
     at::Tensor full;
     {
       at::NoGradGuard no_grad;
-      full = model->forward(ids);
+      full = logits(*model, ids);
     }
+    IncrementalDecoder* decoder = model->decoder();
+    ASSERT_NE(decoder, nullptr);
     KVCache cache;
     // A prompt of 4, a chunk of 3, then one token at a time.
-    std::vector<at::Tensor> parts = {model->forward_cached(ids.slice(1, 0, 4), cache),
-                                     model->forward_cached(ids.slice(1, 4, 7), cache)};
+    std::vector<at::Tensor> parts = {decoder->forward_cached(ids.slice(1, 0, 4), cache),
+                                     decoder->forward_cached(ids.slice(1, 4, 7), cache)};
     for (int64_t t = 7; t < 10; ++t)
-      parts.push_back(model->forward_cached(ids.slice(1, t, t + 1), cache));
+      parts.push_back(decoder->forward_cached(ids.slice(1, t, t + 1), cache));
     EXPECT_EQ(cache.length, 10);
     const at::Tensor cached = at::cat(parts, 1);
     EXPECT_TRUE(at::allclose(cached, full, 1e-5, 1e-5)) << (cached - full).abs().max();
@@ -138,11 +171,10 @@ TEST(Qwen3Model, CachedDecodingMatchesTheFullForward) {
 }
 
 TEST(Qwen3Model, Bf16ComputeSendsGradientsToFloat32Parameters) {
-  auto model = build(tiny(true, false));
-  model->set_compute_dtype(at::kBFloat16);
-  const at::Tensor logits = model->forward(some_ids(97));
-  EXPECT_EQ(logits.scalar_type(), at::kBFloat16);
-  logits.to(at::kFloat).pow(2).mean().backward();
+  auto model = build(tiny(true, false), 0, {}, at::kBFloat16);
+  const at::Tensor out = logits(*model, some_ids(97));
+  EXPECT_EQ(out.scalar_type(), at::kBFloat16);
+  out.to(at::kFloat).pow(2).mean().backward();
   for (const auto& [name, p] : model->named_parameters()) {
     EXPECT_EQ(p.scalar_type(), at::kFloat) << name;
     ASSERT_TRUE(p.grad().defined()) << name;
@@ -156,7 +188,7 @@ TEST(Qwen3Model, UnselectedExpertsGetExactlyZeroGradient) {
   a.num_experts_per_tok = 1;
   auto model = build(a, 3);
   const at::Tensor ids = at::full({1, 2}, 4, at::kLong);  // two tokens: at most 2 experts per layer
-  model->forward(ids).pow(2).sum().backward();
+  logits(*model, ids).pow(2).sum().backward();
   for (const auto& [name, p] : model->named_parameters()) {
     if (name != "model.layers.0.mlp.experts.gate_up_proj") continue;
     const at::Tensor per_expert = p.grad().abs().sum({1, 2});
@@ -170,8 +202,7 @@ TEST(Qwen3Model, AuxLossIsScaledAndDifferentiable) {
   o.balancing = MoeBalancing::kAuxLoss;
   o.router_aux_loss_coef = 0.5;
   auto model = build(tiny(true, false), 0, o);
-  model->forward(some_ids(97));
-  const at::Tensor aux = model->extra_loss();
+  const at::Tensor aux = model->forward(some_ids(97)).extra_loss;
   ASSERT_TRUE(aux.defined());
   // Unscaled aux is >= k/E * E... at least positive; perfect balance gives k.
   EXPECT_GT(aux.item<double>(), 0.0);
@@ -191,16 +222,29 @@ TEST(Qwen3Model, ExpertBiasMovesTowardsUnderloadedExperts) {
   o.expert_bias_update_rate = 0.01;
   auto model = build(tiny(true, false), 0, o);
   ASSERT_EQ(model->named_buffers().size(), 2u);  // layers 0 and 2 are sparse
+  // post_optimizer_build registers the update; the "optimizer" here is a list of hooks, and
+  // the all-reduce doubles the counts as two identical ranks would.
+  std::vector<std::function<void()>> hooks;
+  OptimizerHooks optimizer_hooks;
+  optimizer_hooks.add_step_post_hook = [&](std::function<void()> h) { hooks.push_back(h); };
+  optimizer_hooks.all_reduce_sum = [](at::Tensor& t) { t.mul_(2); };
+  get_model_spec("qwen3").post_optimizer_build(*model, optimizer_hooks);
+  ASSERT_EQ(hooks.size(), 1u);
+  {
+    at::NoGradGuard no_grad;  // evaluation does not count
+    model->forward(some_ids(97));
+  }
+  Qwen3Block* sparse = model->qwen3_blocks()[0];
+  EXPECT_EQ(sparse->tokens_per_expert().sum().item<double>(), 0.0);
   model->forward(some_ids(97));
-  const NamedTensors loads = model->moe_load_counts();
-  ASSERT_EQ(loads.size(), 2u);
-  const at::Tensor load = loads[0].second.clone();
+  const at::Tensor load = sparse->tokens_per_expert().clone();
   EXPECT_EQ(load.sum().item<double>(), 20.0 * 2);  // every token picks k=2 experts
-  model->after_optimizer_step();
+  hooks[0]();
   const at::Tensor bias = model->named_buffers()[0].second;
-  const at::Tensor expected = 0.01 * at::sign(load.mean() - load);
+  const at::Tensor summed = 2 * load;
+  const at::Tensor expected = 0.01 * at::sign(summed.mean() - summed);
   EXPECT_TRUE(at::allclose(bias, expected - expected.mean()));
-  EXPECT_EQ(model->moe_load_counts()[0].second.sum().item<double>(), 0.0);
+  EXPECT_EQ(sparse->tokens_per_expert().sum().item<double>(), 0.0);
 }
 
 TEST(Qwen3Model, AdapterRoundTripsBothExpertLayouts) {
@@ -288,7 +332,7 @@ TEST(Qwen3Model, TiedCheckpointMayCarryAnIdenticalHeadButNotADifferentOne) {
   EXPECT_NE(msg.find("lm_head.weight differs"), std::string::npos) << msg;
 }
 
-// Hand-derived parameter counts (QWEN3_SPEC.md section 7) against the counter, which works
+// Hand-derived parameter counts (docs/qwen3.md section 7) against the counter, which works
 // from the built tensors' shapes.
 double formula_flops(const Qwen3Args& a, int64_t seq) {
   const double H = a.hidden_size, d = a.head_dim, nq = a.num_attention_heads,
@@ -316,7 +360,7 @@ TEST(Qwen3Flops, CounterMatchesTheFormulaOnBuiltModels) {
       EXPECT_NEAR(counted, formula_flops(a, 64), 1e-6 * counted) << moe << tied;
     }
   }
-  // Sanity against QWEN3_SPEC.md's worked value for 0.6B at T=4096 (6.4 GFLOP/token).
+  // Sanity against the spec's worked value for 0.6B at T=4096 (6.4 GFLOP/token).
   EXPECT_NEAR(formula_flops(qwen3_flavor("0.6B"), 4096) / 1e9, 6.4, 0.05);
 }
 

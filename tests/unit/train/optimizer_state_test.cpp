@@ -101,7 +101,7 @@ TEST(OptimizerState, BadConfigNamesTheKey) {
   expect_error_containing([&] { AdamW(make_params(), cfg); }, "optimizer.betas");
   cfg = {};
   cfg.name = "Lion";
-  expect_error_containing([&] { AdamW(make_params(), cfg); }, "'Lion'");
+  expect_error_containing([&] { AdamW(make_params(), cfg); }, "optimizer.name = \"Lion\"");
 }
 
 }  // namespace

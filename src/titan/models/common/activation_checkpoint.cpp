@@ -1,48 +1,131 @@
 #include "titan/models/common/activation_checkpoint.h"
 
+#include <ATen/core/grad_mode.h>
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/custom_class.h>
 
+#include "titan/common/error.h"
+#include "titan/config/validate.h"
+
 namespace titan::models {
 namespace {
 
-// Keeps the block alive from forward until backward inside the autograd context.
-struct BlockHolder : torch::CustomClassHolder {
-  explicit BlockHolder(Block b) : block(std::move(b)) {}
-  Block block;
+// Set while a module wrapped for op-level selective checkpointing runs its forward.
+thread_local bool op_level_selective = false;
+
+// Keeps the forward alive from forward until backward inside the autograd context.
+struct ForwardHolder : torch::CustomClassHolder {
+  explicit ForwardHolder(ForwardFn f) : fn(std::move(f)) {}
+  ForwardFn fn;
 };
 
 struct CheckpointFunction : public torch::autograd::Function<CheckpointFunction> {
-  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x,
-                            c10::IValue holder) {
-    ctx->save_for_backward({x});
-    ctx->saved_data["block"] = holder;
+  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx,
+                                                at::TensorList inputs, at::TensorList params,
+                                                c10::IValue holder) {
+    Tensors saved(inputs.begin(), inputs.end());
+    saved.insert(saved.end(), params.begin(), params.end());
+    ctx->save_for_backward(saved);
+    ctx->saved_data["holder"] = holder;
+    ctx->saved_data["num_inputs"] = static_cast<int64_t>(inputs.size());
+    // Unused outputs arrive as undefined gradients instead of materialised zeros.
+    ctx->set_materialize_grads(false);
     // Autograd functions run forward with grad disabled: nothing inside is recorded.
-    return static_cast<BlockHolder*>(holder.toCapsule().get())->block(x);
+    return static_cast<ForwardHolder*>(holder.toCapsule().get())
+        ->fn(Tensors(inputs.begin(), inputs.end()));
   }
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
-                                                 torch::autograd::variable_list grad_out) {
-    const at::Tensor x = ctx->get_saved_variables()[0];
-    auto* holder = static_cast<BlockHolder*>(ctx->saved_data["block"].toCapsule().get());
-    at::Tensor input = x.detach().requires_grad_(x.requires_grad());
-    at::Tensor y;
+                                                 torch::autograd::variable_list grad_outputs) {
+    const Tensors saved = ctx->get_saved_variables();
+    const auto num_inputs = static_cast<size_t>(ctx->saved_data["num_inputs"].toInt());
+    auto* holder = static_cast<ForwardHolder*>(ctx->saved_data["holder"].toCapsule().get());
+
+    // Fresh leaves for the inputs; the parameters are used as they are (they are what fn reads).
+    Tensors inputs;
+    for (size_t i = 0; i < num_inputs; ++i) {
+      const at::Tensor& x = saved[i];
+      inputs.push_back(x.detach().requires_grad_(x.requires_grad()));
+    }
+    Tensors outputs;
     {
       at::AutoGradMode enable(true);
-      y = holder->block(input);
+      outputs = holder->fn(inputs);
     }
-    torch::autograd::backward({y}, {grad_out[0]});
-    return {input.requires_grad() ? input.grad() : at::Tensor(), at::Tensor()};
+    Tensors roots, root_grads;
+    for (size_t i = 0; i < outputs.size() && i < grad_outputs.size(); ++i) {
+      if (outputs[i].defined() && outputs[i].requires_grad() && grad_outputs[i].defined()) {
+        roots.push_back(outputs[i]);
+        root_grads.push_back(grad_outputs[i]);
+      }
+    }
+    // One gradient per forward argument: each input, each parameter, then the holder.
+    torch::autograd::variable_list result(saved.size() + 1);
+    Tensors wrt;
+    std::vector<size_t> wrt_index;
+    for (size_t i = 0; i < saved.size(); ++i) {
+      const at::Tensor& t = i < num_inputs ? inputs[i] : saved[i];
+      if (t.requires_grad()) {
+        wrt.push_back(t);
+        wrt_index.push_back(i);
+      }
+    }
+    if (roots.empty() || wrt.empty()) return result;
+    const Tensors grads = torch::autograd::grad(roots, wrt, root_grads, /*retain_graph=*/false,
+                                                /*create_graph=*/false, /*allow_unused=*/true);
+    for (size_t j = 0; j < wrt.size(); ++j) result[wrt_index[j]] = grads[j];
+    return result;
   }
 };
 
+// Turns op_level_selective on for the forward of the module it wraps.
+Tensors op_level_wrapper(Module&, const Tensors& inputs, const ForwardFn& inner) {
+  const bool previous = op_level_selective;
+  op_level_selective = true;
+  try {
+    Tensors out = inner(inputs);
+    op_level_selective = previous;
+    return out;
+  } catch (...) {
+    op_level_selective = previous;
+    throw;
+  }
+}
+
+Tensors block_wrapper(Module& module, const Tensors& inputs, const ForwardFn& inner) {
+  return checkpointed(inner, inputs, module.parameter_tensors());
+}
+
 }  // namespace
 
-at::Tensor checkpointed(Block block, const at::Tensor& x) {
-  c10::IValue holder =
-      c10::IValue::make_capsule(c10::make_intrusive<BlockHolder>(std::move(block)));
-  return CheckpointFunction::apply(x, holder);
+Tensors checkpointed(ForwardFn fn, const Tensors& inputs, const Tensors& params) {
+  if (!at::GradMode::is_enabled()) return fn(inputs);
+  c10::IValue holder = c10::IValue::make_capsule(c10::make_intrusive<ForwardHolder>(std::move(fn)));
+  return CheckpointFunction::apply(at::TensorList(inputs), at::TensorList(params), holder);
+}
+
+Tensors recompute_if_selective(ForwardFn fn, const Tensors& inputs, const Tensors& params) {
+  if (!op_level_selective || !at::GradMode::is_enabled()) return fn(inputs);
+  return checkpointed(std::move(fn), inputs, params);
+}
+
+void apply_activation_checkpointing(const std::vector<Module*>& blocks,
+                                    const config::ActivationCheckpointConfig& ac) {
+  config::check_one_of("activation_checkpoint.mode", ac.mode, {"none", "selective", "full"});
+  if (ac.mode == "none") return;
+  if (ac.mode == "full") {
+    for (Module* block : blocks) block->add_wrapper(block_wrapper);
+    return;
+  }
+  const int64_t every = config::selective_ac_frequency(ac.selective_ac_option);
+  if (every == 0) {  // "op"
+    for (Module* block : blocks) block->add_wrapper(op_level_wrapper);
+    return;
+  }
+  // torchtitan counts blocks from one: with N = 2, the 2nd, 4th, ... block is recomputed.
+  for (size_t i = 0; i < blocks.size(); ++i)
+    if ((static_cast<int64_t>(i) + 1) % every == 0) blocks[i]->add_wrapper(block_wrapper);
 }
 
 }  // namespace titan::models

@@ -1,18 +1,36 @@
-// Activation checkpointing (what torch.utils.checkpoint(use_reentrant=True) does): run a block
-// without keeping its intermediate activations, and run it again in backward to get them.
-// Gradients are bit-identical to the plain block when the block is deterministic.
+// Activation checkpointing: run part of a forward without keeping its intermediate
+// activations, and run it again in backward to get them (torch.utils.checkpoint). Applied to a
+// model from outside, as wrappers of its blocks (apply_activation_checkpointing), by the model
+// spec's parallelize step.
+//
+// Modes (activation_checkpoint.mode / selective_ac_option, torchtitan's names):
+//   full           every block is recomputed in backward;
+//   selective, N   every N-th block (torchtitan's count: blocks N-1, 2N-1, ...);
+//   selective, op  every block keeps its matmul and attention outputs and recomputes only the
+//                  cheap ops its code marks with recompute_if_selective (norms, rotary
+//                  embedding), which are otherwise kept with their float32 intermediates.
+// Gradients are bit-identical to the plain model's: the recomputation is the same
+// deterministic computation.
 #pragma once
 
-#include <ATen/ATen.h>
-
-#include <functional>
+#include "titan/config/trainer_config.h"
+#include "titan/models/module.h"
 
 namespace titan::models {
 
-using Block = std::function<at::Tensor(const at::Tensor&)>;
+// fn(inputs), with fn's activations recomputed in backward. `params` are the tensors fn reads
+// besides its inputs (captured, e.g. the module's parameters): their gradients, like the
+// inputs', flow through the autograd engine from this node. Outputs that are not floating
+// point (counts) are not differentiable. Outside grad mode this is just fn(inputs).
+Tensors checkpointed(ForwardFn fn, const Tensors& inputs, const Tensors& params);
 
-// block(x) with its activations recomputed in backward. Parameters the block uses receive
-// their gradients during that recomputation.
-at::Tensor checkpointed(Block block, const at::Tensor& x);
+// Inside the forward of a module wrapped for op-level selective checkpointing (and in grad
+// mode): checkpointed(fn, inputs, params). Anywhere else: fn(inputs).
+Tensors recompute_if_selective(ForwardFn fn, const Tensors& inputs, const Tensors& params);
+
+// Wraps `blocks` according to the config. "none" adds nothing; an unknown mode or option is a
+// titan::Error naming the key.
+void apply_activation_checkpointing(const std::vector<Module*>& blocks,
+                                    const config::ActivationCheckpointConfig& config);
 
 }  // namespace titan::models

@@ -64,10 +64,4 @@ RopeTables rope_tables(const RopeFrequencies& freqs, int64_t seq_len, at::Scalar
   return t;
 }
 
-at::Tensor apply_rope(const at::Tensor& x, const RopeTables& t) {
-  const int64_t half = x.size(-1) / 2;
-  const at::Tensor rotated = at::cat({-x.slice(-1, half), x.slice(-1, 0, half)}, -1);
-  return x * t.cos + rotated * t.sin;
-}
-
 }  // namespace titan::models

@@ -1,6 +1,7 @@
-// Rotary position embedding, half-split ("NeoX") layout, as Hugging Face Qwen3 computes it
-// (QWEN3_SPEC.md 2.3): inverse frequencies and angles in float32, cos/sin rounded to the
-// activation dtype before use.
+// Rotary position embedding tables, half-split ("NeoX") layout, as Hugging Face Qwen3 computes
+// them (docs/qwen3.md section 2.3): inverse frequencies and angles in float32, cos/sin rounded to
+// the activation dtype before use. Applying them to q and k is the overridable op `rope`
+// (kernels/ops.h).
 #pragma once
 
 #include <ATen/ATen.h>
@@ -36,8 +37,5 @@ struct RopeTables {
 };
 RopeTables rope_tables(const RopeFrequencies& freqs, int64_t seq_len, at::ScalarType dtype,
                        at::Device device);
-
-// x [B, heads, S, head_dim] -> x*cos + rotate_half(x)*sin, with cos/sin [S, head_dim].
-at::Tensor apply_rope(const at::Tensor& x, const RopeTables& tables);
 
 }  // namespace titan::models

@@ -1,5 +1,5 @@
 // Qwen3Args: every architectural number of a Qwen3 / Qwen3-MoE model, the named flavors, and
-// the two directions to and from a Hugging Face config.json (QWEN3_SPEC.md sections 5.3, 5.4).
+// the two directions to and from a Hugging Face config.json (docs/qwen3.md sections 5.3, 5.4).
 // Reading follows the installed transformers 5.17 classes exactly, including their defaults
 // for absent keys; writing emits keys both Transformers v4 and v5 read.
 #pragma once
@@ -26,7 +26,7 @@ struct Qwen3Args {
   int64_t head_dim = 128;
   double rms_norm_eps = 1e-6;
   double rope_theta = 10000.0;
-  // RoPE scaling: "default" or "yarn" (QWEN3_SPEC.md 2.3).
+  // RoPE scaling: "default" or "yarn" (docs/qwen3.md section 2.3).
   std::string rope_type = "default";
   double rope_factor = 1.0;
   int64_t rope_original_max_position_embeddings = 0;  // yarn only; 0 = max_position_embeddings
@@ -67,7 +67,7 @@ std::vector<std::string> qwen3_flavor_names();
 
 // Parses a Hugging Face config.json (v4 or v5 keys). `source` names the file in errors.
 Qwen3Args qwen3_args_from_hf_config(const nlohmann::json& config, const std::string& source);
-// The config.json Transformers v4 and v5 both load (QWEN3_SPEC.md section 8); `dtype` is the
+// The config.json Transformers v4 and v5 both load (docs/qwen3.md section 8); `dtype` is the
 // weights dtype ("float32", "bfloat16", "float16").
 nlohmann::json qwen3_args_to_hf_config(const Qwen3Args& args, const std::string& dtype);
 

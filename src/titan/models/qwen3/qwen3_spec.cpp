@@ -8,11 +8,6 @@
 namespace titan::models {
 namespace {
 
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() &&
-         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 std::unique_ptr<Model> build_from_trainer_config(const config::TrainerConfig& cfg,
                                                  const BuildOptions& build) {
   const Qwen3Args args = resolve_qwen3_args(cfg.model);
@@ -36,12 +31,11 @@ std::unique_ptr<Model> build_from_hf(const nlohmann::json& hf_config, const std:
 
 }  // namespace
 
-double qwen3_flops_per_token(const Model& model, int64_t seq_len) {
+double qwen3_flops_per_token(Model& model, int64_t seq_len) {
   const auto* qwen3 = dynamic_cast<const Qwen3Model*>(&model);
   TITAN_CHECK(qwen3 != nullptr, "qwen3_flops_per_token needs a Qwen3 model");
   const Qwen3Args& a = qwen3->args();
-  // named_parameters() only lists tensors; it does not change the model.
-  const NamedTensors params = const_cast<Model&>(model).named_parameters();
+  const NamedTensors params = model.named_parameters();
   bool tied = true;
   for (const auto& [name, _] : params) tied = tied && name != "lm_head.weight";
   double active = 0;
@@ -49,8 +43,8 @@ double qwen3_flops_per_token(const Model& model, int64_t seq_len) {
     const double n = static_cast<double>(t.numel());
     if (name == "model.embed_tokens.weight") {
       if (tied) active += n;  // counts once, as the output head
-    } else if (ends_with(name, ".mlp.experts.gate_up_proj") ||
-               ends_with(name, ".mlp.experts.down_proj")) {
+    } else if (name.ends_with(".mlp.experts.gate_up_proj") ||
+               name.ends_with(".mlp.experts.down_proj")) {
       active += n * static_cast<double>(a.num_experts_per_tok) / static_cast<double>(a.num_experts);
     } else {
       active += n;
@@ -65,8 +59,12 @@ double qwen3_flops_per_token(const Model& model, int64_t seq_len) {
 ModelSpec qwen3_model_spec() {
   ModelSpec spec;
   spec.name = "qwen3";
+  spec.description = "native C++ Qwen3 / Qwen3-MoE";
+  spec.hf_model_types = {"qwen3", "qwen3_moe"};
   spec.build = build_from_trainer_config;
   spec.build_from_hf_config = build_from_hf;
+  spec.parallelize = parallelize_qwen3;
+  spec.post_optimizer_build = qwen3_post_optimizer_build;
   spec.adapter = qwen3_state_dict_adapter();
   spec.flops_per_token = qwen3_flops_per_token;
   return spec;

@@ -1,5 +1,6 @@
-// The "qwen3" ModelSpec: builders (from the trainer config or a config.json), the
-// state-dict adapter and the FLOPs counter of the native Qwen3 / Qwen3-MoE model.
+// The "qwen3" ModelSpec: builders (from the trainer config or a config.json), parallelize,
+// post_optimizer_build, the state-dict adapter and the FLOPs counter of the native Qwen3 /
+// Qwen3-MoE model.
 #pragma once
 
 #include "titan/models/model_spec.h"
@@ -8,10 +9,18 @@ namespace titan::models {
 
 ModelSpec qwen3_model_spec();
 
-// Training FLOPs per token, torchtitan's convention (QWEN3_SPEC.md section 7), counted from
+// Applies activation_checkpoint.* to the blocks as wrappers (data-parallel wrappers join here).
+void parallelize_qwen3(Model& model, const config::TrainerConfig& config);
+
+// With expert-bias balancing: after every optimizer step, sums each MoE layer's token counts
+// over the data-parallel ranks, updates its expert bias and zeroes the counts (torchtitan's
+// post_optimizer_build_fn). Nothing for other models.
+void qwen3_post_optimizer_build(Model& model, const OptimizerHooks& hooks);
+
+// Training FLOPs per token, torchtitan's convention (docs/qwen3.md section 7), counted from
 // the parameter shapes: 6 * N_active + 12 * L * n_heads * head_dim * seq_len. N_active
 // excludes the input embedding unless it is tied (then it counts once, as the head) and
 // weights routed-expert parameters by k / E.
-double qwen3_flops_per_token(const Model& model, int64_t seq_len);
+double qwen3_flops_per_token(Model& model, int64_t seq_len);
 
 }  // namespace titan::models

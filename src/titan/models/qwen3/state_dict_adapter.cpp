@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "titan/common/error.h"
+#include "titan/common/strings.h"
 
 namespace titan::models {
 namespace {
@@ -13,19 +14,6 @@ const std::string kFusedDown = ".mlp.experts.down_proj";
 const std::string kEmbed = "model.embed_tokens.weight";
 const std::string kLmHead = "lm_head.weight";
 
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() &&
-         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-std::string shape_string(at::IntArrayRef shape) {
-  std::ostringstream out;
-  out << "[";
-  for (size_t i = 0; i < shape.size(); ++i) out << (i ? ", " : "") << shape[i];
-  out << "]";
-  return out.str();
-}
-
 // "<layer prefix>.mlp.experts.<e>.<proj>.weight"
 std::string expert_key(const std::string& experts_prefix, int64_t e, const char* proj) {
   return experts_prefix + "." + std::to_string(e) + "." + proj + ".weight";
@@ -34,14 +22,14 @@ std::string expert_key(const std::string& experts_prefix, int64_t e, const char*
 NamedTensors to_hf(const NamedTensors& native) {
   NamedTensors out;
   for (const auto& [name, t] : native) {
-    if (ends_with(name, kFusedGateUp)) {
+    if (name.ends_with(kFusedGateUp)) {
       const std::string prefix = name.substr(0, name.size() - std::string(".gate_up_proj").size());
       const int64_t im = t.size(1) / 2;
       for (int64_t e = 0; e < t.size(0); ++e) {
         out.emplace_back(expert_key(prefix, e, "gate_proj"), t[e].slice(0, 0, im));
         out.emplace_back(expert_key(prefix, e, "up_proj"), t[e].slice(0, im));
       }
-    } else if (ends_with(name, kFusedDown)) {
+    } else if (name.ends_with(kFusedDown)) {
       const std::string prefix = name.substr(0, name.size() - std::string(".down_proj").size());
       for (int64_t e = 0; e < t.size(0); ++e) {
         out.emplace_back(expert_key(prefix, e, "down_proj"), t[e]);
@@ -71,8 +59,8 @@ class Matcher {
     used_.insert(key);
     at::Tensor t = read_(key);
     if (t.sizes() != expected_shape) {
-      wrong_shape_.push_back(key + " is " + shape_string(t.sizes()) + ", expected " +
-                             shape_string(expected_shape));
+      wrong_shape_.push_back(key + " is " + shape_to_string(t.sizes()) + ", expected " +
+                             shape_to_string(expected_shape));
       return {};
     }
     return t;
@@ -152,16 +140,16 @@ NamedTensors from_hf(const std::vector<std::string>& hf_keys,
   for (const auto& [name, _] : expected) tied = tied && name != kLmHead;
   // Non-persistent buffers some old exports contain.
   for (const auto& key : hf_keys) {
-    if (ends_with(key, "rotary_emb.inv_freq")) m.mark_used(key);
+    if (key.ends_with("rotary_emb.inv_freq")) m.mark_used(key);
   }
 
   NamedTensors out;
   for (const auto& [name, want] : expected) {
     const at::IntArrayRef shape = want.sizes();
     at::Tensor t;
-    if (ends_with(name, kFusedGateUp)) {
+    if (name.ends_with(kFusedGateUp)) {
       t = load_gate_up(m, name, shape);
-    } else if (ends_with(name, kFusedDown)) {
+    } else if (name.ends_with(kFusedDown)) {
       t = load_down(m, name, shape);
     } else if (name == kEmbed && tied && !m.has(kEmbed) && m.has(kLmHead)) {
       t = m.take(kLmHead, shape);  // tied both ways, as transformers v5 loads it

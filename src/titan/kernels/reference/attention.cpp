@@ -1,13 +1,14 @@
-#include "titan/models/common/attention.h"
-
-#include <cmath>
+// Causal grouped-query attention through ATen's scaled_dot_product_attention (flash-style
+// kernels: fp32 running statistics, no materialised low-precision probabilities), matching
+// Hugging Face's default sdpa path.
 #include <optional>
 
-namespace titan::models {
+#include "titan/kernels/reference/reference.h"
 
-at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                            int64_t past) {
-  const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
+namespace titan::kernels::reference {
+
+at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale,
+                     int64_t past) {
   const bool gqa = q.size(1) != k.size(1);
   if (past == 0) {
     return at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, /*dropout_p=*/0.0,
@@ -23,4 +24,4 @@ at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::
   return at::scaled_dot_product_attention(q, k, v, mask, 0.0, /*is_causal=*/false, scale, gqa);
 }
 
-}  // namespace titan::models
+}  // namespace titan::kernels::reference

@@ -1,0 +1,104 @@
+// The overridable ops: their names and the signature every implementation of each must have.
+//
+// A model calls these ops through function pointers chosen once, when it is built, from the
+// kernel registry (registry.h) and the `override.imports` entries of the config
+// (override_resolver.h); `reference` is the plain ATen implementation of each. This header is
+// part of the plugin API (plugin_api.h): a kernel library compiled against it registers
+// functions of exactly these types, so any change here bumps kKernelAbiVersion.
+//
+// Common contract: activations arrive in the compute dtype; weights may be in another floating
+// dtype (float32 master weights) and are cast to the activations' dtype by the implementation,
+// so that gradients reach the master copies. Every implementation supports autograd (forward
+// and backward) for the inputs that require grad. See docs/kernels.md.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+#include <variant>
+
+namespace titan::kernels {
+
+enum class Op : int {
+  kRmsNorm = 0,
+  kRope,
+  kAttention,
+  kSwiglu,
+  kMoeRouter,
+  kMoeExperts,
+  kCrossEntropy,
+};
+inline constexpr size_t kNumOps = 7;
+
+// Config and log names, indexed by Op.
+inline constexpr std::array<std::string_view, kNumOps> kOpNames = {
+    "rms_norm", "rope", "attention", "swiglu", "moe_router", "moe_experts", "cross_entropy"};
+inline std::string_view op_name(Op op) { return kOpNames[static_cast<size_t>(op)]; }
+
+// The router's decision for each token (moe_router's output, moe_experts' input).
+struct Routing {
+  at::Tensor logits;       // [T, E] router logits in the activations' dtype (for the aux loss)
+  at::Tensor top_weights;  // [T, k] combine weights in the activations' dtype
+  at::Tensor top_experts;  // [T, k] int64 expert ids, best first
+};
+
+// Query and key after rotary embedding.
+struct RotatedQueryKey {
+  at::Tensor q;
+  at::Tensor k;
+};
+
+// rms_norm: x [..., D], weight [D] -> weight * x / sqrt(mean(x^2) + eps) over the last dim,
+// statistics in float32, the normalised value rounded to x's dtype before the multiply.
+using RmsNormFn = at::Tensor (*)(const at::Tensor& x, const at::Tensor& weight, double eps);
+
+// rope: q [B, nq, S, d], k [B, nkv, S, d], cos/sin [S, d] (half-split layout, in the
+// activations' dtype) -> q*cos + rotate_half(q)*sin and the same for k.
+using RopeFn = RotatedQueryKey (*)(const at::Tensor& q, const at::Tensor& k, const at::Tensor& cos,
+                                   const at::Tensor& sin);
+
+// attention: causal grouped-query attention, q [B, nq, S, d], k/v [B, nkv, past + S, d],
+// softmax(q k^T * scale) v; query i sees keys 0..past+i (past > 0 only when decoding with a KV
+// cache). Returns [B, nq, S, d].
+using AttentionFn = at::Tensor (*)(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                   double scale, int64_t past);
+
+// swiglu: the feed-forward down(silu(gate(x)) * up(x)); weights in nn.Linear layout [out, in].
+using SwigluFn = at::Tensor (*)(const at::Tensor& x, const at::Tensor& gate_proj,
+                                const at::Tensor& up_proj, const at::Tensor& down_proj);
+
+// moe_router: x [T, H], router weight [E, H] -> softmax (float32) top-k routing; with
+// `expert_bias` defined ([E], float32) the bias is added for the choice only; with
+// `norm_topk_prob` the k weights are renormalised to sum to one.
+using MoeRouterFn = Routing (*)(const at::Tensor& x, const at::Tensor& router_weight, int64_t top_k,
+                                bool norm_topk_prob, const at::Tensor& expert_bias);
+
+// moe_experts: x [T, H], gate_up [E, 2*Im, H] (gate rows first), down [E, H, Im] -> [T, H], the
+// sum over each token's k experts of weight * down(silu(gate(x)) * up(x)).
+using MoeExpertsFn = at::Tensor (*)(const at::Tensor& x, const Routing& routing,
+                                    const at::Tensor& gate_up, const at::Tensor& down);
+
+// cross_entropy: hidden [N, H], head weight [V, H], labels [N] int64 -> the float32 scalar sum
+// over labels != ignore_index of the cross-entropy of hidden @ weight^T (the head and the loss
+// in one op, so that an implementation need never materialise the [N, V] logits).
+using CrossEntropyFn = at::Tensor (*)(const at::Tensor& hidden, const at::Tensor& weight,
+                                      const at::Tensor& labels, int64_t ignore_index);
+
+// Any op's function; the alternative's index is the Op's value.
+// The alternatives' types are all distinct, so a function pointer converts to it unambiguously.
+using OpFunction = std::variant<RmsNormFn, RopeFn, AttentionFn, SwigluFn, MoeRouterFn, MoeExpertsFn,
+                                CrossEntropyFn>;
+static_assert(std::variant_size_v<OpFunction> == kNumOps);
+
+template <Op op>
+using OpFunctionOf = std::variant_alternative_t<static_cast<size_t>(op), OpFunction>;
+
+inline Op op_of(const OpFunction& fn) { return static_cast<Op>(fn.index()); }
+
+// Whether an implementation runs with activations of `dtype` on `device`.
+using SupportsFn = bool (*)(at::DeviceType device, at::ScalarType dtype);
+
+}  // namespace titan::kernels

@@ -1,0 +1,13 @@
+#include "titan/models/builtin_models.h"
+
+#include "titan/models/qwen3/qwen3_spec.h"
+
+namespace titan::models {
+
+std::vector<ModelSpec> builtin_model_specs() {
+  std::vector<ModelSpec> specs;
+  specs.push_back(qwen3_model_spec());
+  return specs;
+}
+
+}  // namespace titan::models

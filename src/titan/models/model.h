@@ -1,0 +1,60 @@
+// Model: what every model backend provides to the trainer, the loss, the checkpoint code and
+// the CLI (native Qwen3 today; the Transformers backend beside it). Everything else a model
+// may offer is an optional interface (generation.h) or lives in its ModelSpec (model_spec.h).
+#pragma once
+
+#include <ATen/ATen.h>
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+#include "titan/common/named_tensors.h"
+#include "titan/models/module.h"
+
+namespace titan::models {
+
+class IncrementalDecoder;
+
+struct ModelOutput {
+  at::Tensor hidden;      // [B, S, H] final (normed) hidden states, in the compute dtype
+  at::Tensor extra_loss;  // auxiliary loss terms, already scaled (MoE aux loss); may be undefined
+};
+
+class Model {
+ public:
+  virtual ~Model() = default;
+
+  // The forward up to the head, for input ids [B, S] (int64). The head itself is applied by
+  // the loss (chunked linear + cross-entropy) or by logits() below.
+  virtual ModelOutput forward(const at::Tensor& input_ids) = 0;
+  // The output projection [V, H] as the forward sees it now (for tied models the embedding);
+  // read it at each use, since a wrapper may have swapped the tensor in its slot.
+  virtual at::Tensor output_weight() = 0;
+
+  // Parameters in native names (Hugging Face v5 in-memory names), in the model's order; a tied
+  // head appears once, as its embedding.
+  virtual NamedTensors named_parameters() = 0;
+  // Non-trainable state that belongs in a training checkpoint (e.g. expert biases).
+  virtual NamedTensors named_buffers() { return {}; }
+  // Hugging Face config.json for this model, with weights recorded as `dtype`.
+  virtual nlohmann::json hf_config(const std::string& dtype) const = 0;
+
+  // Every wrappable unit in forward order (embedding, blocks, final norm/head), and the
+  // repeated blocks alone (what activation checkpointing and FSDP wrap). Empty when the model
+  // has no such structure.
+  virtual std::vector<Module*> modules() { return {}; }
+  virtual std::vector<Module*> blocks() { return {}; }
+
+  // Incremental decoding with a KV cache, when the model supports it.
+  virtual IncrementalDecoder* decoder() { return nullptr; }
+};
+
+// Logits [B, S, V] in the compute dtype: forward(ids).hidden times output_weight().
+at::Tensor logits(Model& model, const at::Tensor& input_ids);
+
+// Moves and casts every parameter (and moves every buffer) in place: the tensor objects stay
+// the same (set_data), so an optimizer or wrapper holding them sees the moved values.
+void move_model(Model& model, at::Device device, at::ScalarType param_dtype);
+
+}  // namespace titan::models

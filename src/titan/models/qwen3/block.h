@@ -1,0 +1,94 @@
+// One decoder layer of Qwen3 / Qwen3-MoE (docs/qwen3.md): pre-norm attention with q/k norms
+// and rotary embedding, then a pre-norm SwiGLU MLP or routed experts, each added to the
+// residual.
+//
+// A Module (module.h) at path "layers.N": its parameters keep their Hugging Face names
+// (model.layers.N....), its forward runs through the wrappers parallelize() adds, and the
+// implementation of every op it calls was chosen once, when it was built, at these call sites:
+//   layers.N.attention_norm      rms_norm (input_layernorm)
+//   layers.N.attention.q_norm    rms_norm
+//   layers.N.attention.k_norm    rms_norm
+//   layers.N.attention           rope, attention
+//   layers.N.ffn_norm            rms_norm (post_attention_layernorm)
+//   layers.N.feed_forward        swiglu (dense layers)
+//   layers.N.moe                 moe_router, moe_experts (sparse layers)
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <string>
+
+#include "titan/kernels/ops.h"
+#include "titan/models/common/rope.h"
+#include "titan/models/module.h"
+#include "titan/models/qwen3/qwen3_args.h"
+
+namespace titan::kernels {
+class OverrideResolver;
+}
+
+namespace titan::models {
+
+struct Qwen3BlockOutput {
+  at::Tensor hidden;         // [B, S, H]
+  at::Tensor router_logits;  // [B*S, E] (sparse layers; for the aux loss)
+  at::Tensor expert_counts;  // [E] int64 tokens routed to each expert (sparse layers)
+};
+
+class Qwen3Block : public Module {
+ public:
+  // Allocates the parameters (uninitialised) with `options`; `with_expert_bias` adds the
+  // aux-loss-free balancing buffers of a sparse layer.
+  Qwen3Block(const Qwen3Args& args, int64_t index, bool with_expert_bias,
+             const at::TensorOptions& options, kernels::OverrideResolver& overrides);
+
+  // Training / evaluation forward of h [B, S, H] (through the wrappers).
+  Qwen3BlockOutput forward(const at::Tensor& h, const RopeTables& rope);
+  // Decoding: h holds the new tokens, `keys`/`values` this layer's cache (undefined when
+  // empty), extended in place. No wrappers, no autograd.
+  at::Tensor forward_cached(const at::Tensor& h, const RopeTables& rope, at::Tensor& keys,
+                            at::Tensor& values);
+
+  void visit_parameters(const ParameterVisitor& visit) override;
+  void visit_buffers(const ParameterVisitor& visit) override;
+
+  bool sparse() const { return sparse_; }
+  // Sparse layers with expert-bias balancing: the bias [E] (float32) and the tokens routed to
+  // each expert since the last update [E] (float32).
+  at::Tensor& expert_bias() { return expert_bias_; }
+  at::Tensor& tokens_per_expert() { return tokens_per_expert_; }
+
+ private:
+  struct Kernels {
+    kernels::RmsNormFn attention_norm, q_norm, k_norm, ffn_norm;
+    kernels::RopeFn rope;
+    kernels::AttentionFn attention;
+    kernels::SwigluFn feed_forward;
+    kernels::MoeRouterFn router;
+    kernels::MoeExpertsFn experts;
+  };
+
+  // The block's computation: {hidden} for dense layers, {hidden, router logits, counts} for
+  // sparse ones. With `keys` set, the new tokens follow the cache's (decoding).
+  Tensors compute(const at::Tensor& h, const RopeTables& rope, at::Tensor* keys,
+                  at::Tensor* values) const;
+  at::Tensor norm(kernels::RmsNormFn fn, const at::Tensor& x, const at::Tensor& weight) const;
+  at::Tensor attention(const at::Tensor& x, const RopeTables& rope, at::Tensor* keys,
+                       at::Tensor* values) const;
+
+  std::string prefix_;  // "model.layers.N."
+  bool sparse_ = false;
+  int64_t head_dim_ = 0, top_k_ = 0, num_experts_ = 0;
+  bool norm_topk_prob_ = false;
+  double eps_ = 1e-6;
+  Kernels kernels_{};
+
+  at::Tensor q_proj_, q_bias_, k_proj_, k_bias_, v_proj_, v_bias_, o_proj_, o_bias_;
+  at::Tensor q_norm_, k_norm_;
+  at::Tensor gate_proj_, up_proj_, down_proj_;          // dense MLP
+  at::Tensor experts_gate_up_, experts_down_, router_;  // routed experts
+  at::Tensor input_norm_, post_norm_;
+  at::Tensor expert_bias_, tokens_per_expert_;  // buffers (expert-bias balancing only)
+};
+
+}  // namespace titan::models

@@ -1,0 +1,33 @@
+// What the trainer applies to a built Qwen3 model from outside: wrappers (parallelize) and the
+// expert-bias update hook (post_optimizer_build).
+#include "titan/common/error.h"
+#include "titan/models/common/activation_checkpoint.h"
+#include "titan/models/common/moe.h"
+#include "titan/models/qwen3/model.h"
+#include "titan/models/qwen3/qwen3_spec.h"
+
+namespace titan::models {
+
+void parallelize_qwen3(Model& model, const config::TrainerConfig& config) {
+  apply_activation_checkpointing(model.blocks(), config.activation_checkpoint);
+}
+
+void qwen3_post_optimizer_build(Model& model, const OptimizerHooks& hooks) {
+  auto* qwen3 = dynamic_cast<Qwen3Model*>(&model);
+  if (qwen3 == nullptr || qwen3->options().balancing != MoeBalancing::kExpertBias) return;
+  TITAN_CHECK(hooks.add_step_post_hook, "expert-bias balancing needs an optimizer step hook");
+  const double rate = qwen3->options().expert_bias_update_rate;
+  auto all_reduce = hooks.all_reduce_sum;
+  hooks.add_step_post_hook([qwen3, rate, all_reduce] {
+    for (Qwen3Block* block : qwen3->qwen3_blocks()) {
+      if (!block->tokens_per_expert().defined()) continue;
+      at::Tensor& load = block->tokens_per_expert();
+      // Every rank must apply the same update: the bias is replicated, the counts are local.
+      if (all_reduce) all_reduce(load);
+      update_expert_bias(block->expert_bias(), load, rate);
+      load.zero_();
+    }
+  });
+}
+
+}  // namespace titan::models

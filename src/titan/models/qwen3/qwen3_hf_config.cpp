@@ -1,0 +1,286 @@
+// Qwen3Args <-> Hugging Face config.json. Reading follows the installed transformers 5.17
+// classes, including their defaults for absent keys; writing emits keys both v4 and v5 read.
+#include "titan/common/error.h"
+#include "titan/models/qwen3/qwen3_args.h"
+
+namespace titan::models {
+namespace {
+
+// JSON type is an error naming the key and the file.
+class ConfigReader {
+ public:
+  ConfigReader(const nlohmann::json& json, std::string source)
+      : json_(json), source_(std::move(source)) {}
+
+  bool has(const std::string& key) const { return json_.contains(key) && !json_.at(key).is_null(); }
+  const nlohmann::json& at(const std::string& key) const { return json_.at(key); }
+
+  void read_int(const std::string& key, int64_t& out) const {
+    if (!has(key)) return;
+    const auto& v = json_.at(key);
+    if (!v.is_number_integer()) wrong_type(key, "an integer", v);
+    out = v.get<int64_t>();
+  }
+  void read_double(const std::string& key, double& out) const {
+    if (!has(key)) return;
+    const auto& v = json_.at(key);
+    if (!v.is_number()) wrong_type(key, "a number", v);
+    out = v.get<double>();
+  }
+  void read_bool(const std::string& key, bool& out) const {
+    if (!has(key)) return;
+    const auto& v = json_.at(key);
+    if (!v.is_boolean()) wrong_type(key, "true or false", v);
+    out = v.get<bool>();
+  }
+  void read_string(const std::string& key, std::string& out) const {
+    if (!has(key)) return;
+    const auto& v = json_.at(key);
+    if (!v.is_string()) wrong_type(key, "a string", v);
+    out = v.get<std::string>();
+  }
+  void read_optional_int(const std::string& key, std::optional<int64_t>& out) const {
+    if (!has(key)) return;
+    int64_t value = 0;
+    read_int(key, value);
+    out = value;
+  }
+  // An int or a list of ints (eos_token_id may be either).
+  void read_int_list(const std::string& key, std::vector<int64_t>& out) const {
+    if (!has(key)) return;
+    const auto& v = json_.at(key);
+    out.clear();
+    if (v.is_number_integer()) {
+      out.push_back(v.get<int64_t>());
+      return;
+    }
+    if (!v.is_array()) wrong_type(key, "an integer or a list of integers", v);
+    for (const auto& item : v) {
+      if (!item.is_number_integer()) wrong_type(key, "a list of integers", v);
+      out.push_back(item.get<int64_t>());
+    }
+  }
+
+  [[noreturn]] void wrong_type(const std::string& key, const char* expected,
+                               const nlohmann::json& value) const {
+    fail(source_, ": key '", key, "' must be ", expected, ", got ", value.dump());
+  }
+
+  const std::string& source() const { return source_; }
+
+ private:
+  const nlohmann::json& json_;
+  std::string source_;
+};
+
+// Reads the RoPE settings the way PreTrainedConfig.convert_rope_params_to_dict does: a truthy
+// legacy rope_scaling replaces rope_parameters; rope_theta comes from that dict, else the
+// top-level key, else 10000.
+void read_rope(const ConfigReader& reader, Qwen3Args& args) {
+  nlohmann::json params = nlohmann::json::object();
+  std::string params_key = "rope_parameters";
+  if (reader.has("rope_scaling")) {
+    const auto& scaling = reader.at("rope_scaling");
+    if (!scaling.is_object()) reader.wrong_type("rope_scaling", "an object or null", scaling);
+    if (!scaling.empty()) {
+      params = scaling;
+      params_key = "rope_scaling";
+    }
+  }
+  if (params_key == "rope_parameters" && reader.has("rope_parameters")) {
+    params = reader.at("rope_parameters");
+    if (!params.is_object()) reader.wrong_type("rope_parameters", "an object or null", params);
+  }
+  args.rope_theta = 10000.0;
+  reader.read_double("rope_theta", args.rope_theta);
+  ConfigReader nested(params, reader.source() + " (" + params_key + ")");
+  nested.read_double("rope_theta", args.rope_theta);
+  args.rope_type = "default";
+  nested.read_string("type", args.rope_type);
+  nested.read_string("rope_type", args.rope_type);
+  if (args.rope_type == "default") return;
+  if (args.rope_type != "yarn") {
+    fail(reader.source(), ": ", params_key, ".rope_type '", args.rope_type,
+         "' is not supported (supported: default, yarn)");
+  }
+  args.rope_original_max_position_embeddings = args.max_position_embeddings;
+  nested.read_int("original_max_position_embeddings", args.rope_original_max_position_embeddings);
+  args.rope_factor = static_cast<double>(args.max_position_embeddings) /
+                     static_cast<double>(args.rope_original_max_position_embeddings);
+  nested.read_double("factor", args.rope_factor);
+  if (nested.has("attention_factor")) {
+    double value = 1.0;
+    nested.read_double("attention_factor", value);
+    args.rope_attention_factor = value;
+  }
+  if (nested.has("mscale") || nested.has("mscale_all_dim")) {
+    fail(reader.source(), ": ", params_key, ".mscale is not supported for Qwen3 YaRN");
+  }
+  // HF uses `get("beta_fast") or 32`: a zero also means the default.
+  nested.read_double("beta_fast", args.rope_beta_fast);
+  nested.read_double("beta_slow", args.rope_beta_slow);
+  if (args.rope_beta_fast == 0) args.rope_beta_fast = 32.0;
+  if (args.rope_beta_slow == 0) args.rope_beta_slow = 1.0;
+  nested.read_bool("truncate", args.rope_truncate);
+}
+
+}  // namespace
+
+Qwen3Args qwen3_args_from_hf_config(const nlohmann::json& config, const std::string& source) {
+  TITAN_CHECK(config.is_object(), source, ": config.json must be a JSON object");
+  ConfigReader r(config, source);
+  TITAN_CHECK(r.has("model_type"), source,
+              ": key 'model_type' is missing (need qwen3 or qwen3_moe)");
+  std::string model_type;
+  r.read_string("model_type", model_type);
+  TITAN_CHECK(model_type == "qwen3" || model_type == "qwen3_moe", source, ": model_type '",
+              model_type, "' is not supported (need qwen3 or qwen3_moe)");
+
+  // Class defaults of the installed Qwen3Config / Qwen3MoeConfig (transformers 5.17).
+  Qwen3Args a;
+  a.model_type = model_type;
+  const bool moe = model_type == "qwen3_moe";
+  a.vocab_size = 151936;
+  a.hidden_size = moe ? 2048 : 4096;
+  a.intermediate_size = moe ? 6144 : 22016;
+  a.num_hidden_layers = moe ? 24 : 32;
+  a.num_attention_heads = 32;
+  a.max_position_embeddings = 32768;
+  a.initializer_range = 0.02;
+  a.rms_norm_eps = 1e-6;
+  a.tie_word_embeddings = false;
+  a.attention_bias = false;
+  a.dtype = "float32";
+
+  r.read_int("vocab_size", a.vocab_size);
+  r.read_int("hidden_size", a.hidden_size);
+  r.read_int("intermediate_size", a.intermediate_size);
+  r.read_int("num_hidden_layers", a.num_hidden_layers);
+  r.read_int("num_attention_heads", a.num_attention_heads);
+  // Qwen3Config: None -> num_attention_heads; Qwen3MoeConfig: 4.
+  a.num_key_value_heads = moe ? 4 : a.num_attention_heads;
+  r.read_int("num_key_value_heads", a.num_key_value_heads);
+  // Qwen3Config declares head_dim = 128; Qwen3MoeConfig has no such field, so its modeling
+  // code falls back to hidden_size // num_attention_heads when the key is absent.
+  a.head_dim = moe ? a.hidden_size / std::max<int64_t>(a.num_attention_heads, 1) : 128;
+  r.read_int("head_dim", a.head_dim);
+  r.read_double("rms_norm_eps", a.rms_norm_eps);
+  r.read_int("max_position_embeddings", a.max_position_embeddings);
+  r.read_bool("tie_word_embeddings", a.tie_word_embeddings);
+  r.read_bool("attention_bias", a.attention_bias);
+  r.read_double("initializer_range", a.initializer_range);
+  r.read_optional_int("bos_token_id", a.bos_token_id);
+  r.read_int_list("eos_token_id", a.eos_token_id);
+  r.read_optional_int("pad_token_id", a.pad_token_id);
+  r.read_string("torch_dtype", a.dtype);
+  r.read_string("dtype", a.dtype);  // v5 key wins over the legacy one
+  read_rope(r, a);
+
+  std::string act = "silu";
+  r.read_string("hidden_act", act);
+  TITAN_CHECK(act == "silu", source, ": hidden_act '", act, "' is not supported (Qwen3 uses silu)");
+  bool sliding = false;
+  r.read_bool("use_sliding_window", sliding);
+  TITAN_CHECK(!sliding, source, ": use_sliding_window=true is not supported");
+
+  if (moe) {
+    a.num_experts = 128;
+    bool has_experts = false;
+    if (r.has("num_experts")) {
+      r.read_int("num_experts", a.num_experts);
+      has_experts = true;
+    }
+    if (r.has("num_local_experts")) {
+      int64_t local = 0;
+      r.read_int("num_local_experts", local);
+      TITAN_CHECK(!has_experts || local == a.num_experts, source, ": num_experts (", a.num_experts,
+                  ") and num_local_experts (", local, ") disagree");
+      a.num_experts = local;
+    }
+    a.num_experts_per_tok = 8;
+    a.moe_intermediate_size = 768;
+    r.read_int("num_experts_per_tok", a.num_experts_per_tok);
+    r.read_int("moe_intermediate_size", a.moe_intermediate_size);
+    r.read_bool("norm_topk_prob", a.norm_topk_prob);
+    r.read_int("decoder_sparse_step", a.decoder_sparse_step);
+    if (r.has("mlp_only_layers")) {
+      const auto& v = r.at("mlp_only_layers");
+      if (!v.is_array()) r.wrong_type("mlp_only_layers", "a list of integers", v);
+      r.read_int_list("mlp_only_layers", a.mlp_only_layers);
+    }
+    r.read_double("router_aux_loss_coef", a.router_aux_loss_coef);
+    r.read_bool("output_router_logits", a.output_router_logits);
+  }
+  a.validate(source);
+  return a;
+}
+
+nlohmann::json qwen3_args_to_hf_config(const Qwen3Args& a, const std::string& dtype) {
+  using nlohmann::json;
+  const bool moe = a.is_moe();
+  json c = json::object();
+  c["architectures"] = json::array({moe ? "Qwen3MoeForCausalLM" : "Qwen3ForCausalLM"});
+  c["model_type"] = moe ? "qwen3_moe" : "qwen3";
+  c["attention_bias"] = a.attention_bias;
+  c["attention_dropout"] = 0.0;
+  c["bos_token_id"] = a.bos_token_id ? json(*a.bos_token_id) : json(nullptr);
+  if (a.eos_token_id.empty()) {
+    c["eos_token_id"] = nullptr;
+  } else if (a.eos_token_id.size() == 1) {
+    c["eos_token_id"] = a.eos_token_id[0];
+  } else {
+    c["eos_token_id"] = a.eos_token_id;
+  }
+  c["pad_token_id"] = a.pad_token_id ? json(*a.pad_token_id) : json(nullptr);
+  c["head_dim"] = a.head_dim;
+  c["hidden_act"] = "silu";
+  c["hidden_size"] = a.hidden_size;
+  c["initializer_range"] = static_cast<double>(a.initializer_range);
+  c["intermediate_size"] = a.intermediate_size;
+  c["max_position_embeddings"] = a.max_position_embeddings;
+  c["num_attention_heads"] = a.num_attention_heads;
+  c["num_hidden_layers"] = a.num_hidden_layers;
+  c["num_key_value_heads"] = a.num_key_value_heads;
+  c["rms_norm_eps"] = static_cast<double>(a.rms_norm_eps);
+  // v4 reads rope_theta/rope_scaling, v5 rope_parameters: write both.
+  json rope = {{"rope_theta", a.rope_theta}, {"rope_type", a.rope_type}};
+  c["rope_theta"] = a.rope_theta;
+  if (a.rope_type == "yarn") {
+    json scaling = {{"rope_type", a.rope_type},
+                    {"factor", a.rope_factor},
+                    {"original_max_position_embeddings", a.rope_original_max_position_embeddings},
+                    {"beta_fast", a.rope_beta_fast},
+                    {"beta_slow", a.rope_beta_slow},
+                    {"truncate", a.rope_truncate}};
+    if (a.rope_attention_factor) scaling["attention_factor"] = *a.rope_attention_factor;
+    c["rope_scaling"] = scaling;
+    rope.update(scaling);
+  } else {
+    c["rope_scaling"] = nullptr;
+  }
+  c["rope_parameters"] = rope;
+  c["sliding_window"] = nullptr;
+  c["use_sliding_window"] = false;
+  c["tie_word_embeddings"] = a.tie_word_embeddings;
+  c["dtype"] = dtype;
+  c["torch_dtype"] = dtype;
+  c["transformers_version"] = "5.17.0";
+  c["use_cache"] = true;
+  c["vocab_size"] = a.vocab_size;
+  if (moe) {
+    c["decoder_sparse_step"] = a.decoder_sparse_step;
+    c["mlp_only_layers"] = a.mlp_only_layers;
+    c["moe_intermediate_size"] = a.moe_intermediate_size;
+    c["norm_topk_prob"] = a.norm_topk_prob;
+    c["num_experts"] = a.num_experts;  // v4 reads only this; v5 maps it to num_local_experts
+    c["num_experts_per_tok"] = a.num_experts_per_tok;
+    c["output_router_logits"] = a.output_router_logits;
+    c["router_aux_loss_coef"] = static_cast<double>(a.router_aux_loss_coef);
+  } else {
+    c["layer_types"] = std::vector<std::string>(a.num_hidden_layers, "full_attention");
+    c["max_window_layers"] = a.num_hidden_layers;
+  }
+  return c;
+}
+
+}  // namespace titan::models

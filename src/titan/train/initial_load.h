@@ -1,0 +1,22 @@
+// What a job starts from, in torchtitan's order:
+//   1. resume: checkpointing is on and this job has a complete training checkpoint;
+//   2. an initial load of weights from checkpoint.initial_load_path (default: the
+//      model.hf_assets_path when checkpoint.initial_load_in_hf): a Hugging Face directory, or
+//      another job's training checkpoint folder (step-N);
+//   3. the model as built (fresh, seeded initialisation).
+// The log says which happened.
+#pragma once
+
+#include <cstdint>
+
+#include "titan/config/trainer_config.h"
+#include "titan/models/model_spec.h"
+#include "titan/train/checkpoint_manager.h"
+
+namespace titan::train {
+
+// Returns the last completed step (0 unless resuming).
+int64_t load_initial_state(const config::TrainerConfig& cfg, const models::ModelSpec& spec,
+                           models::Model& model, CheckpointManager& checkpoints);
+
+}  // namespace titan::train

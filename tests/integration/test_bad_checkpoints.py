@@ -75,3 +75,26 @@ def test_missing_key(tmp_path, src, small_corpus):
     del weights[key]
     save_file(weights, src / "model.safetensors", metadata={"format": "pt"})
     assert key in try_finetune(tmp_path, src, small_corpus)
+
+
+@pytest.mark.parametrize("command", ["forward", "eval", "generate", "convert"])
+def test_unsupported_model_type_is_one_error_listing_the_supported(tmp_path, src, small_corpus,
+                                                                   command):
+    cfg = json.loads((src / "config.json").read_text())
+    cfg["model_type"] = "llama"
+    cfg["architectures"] = ["LlamaForCausalLM"]
+    (src / "config.json").write_text(json.dumps(cfg))
+    args = {
+        "forward": ["--tokens", "1,2,3", "--output", tmp_path / "logits.safetensors"],
+        "eval": ["--data", small_corpus, "--seq-len", "16", "--steps", "1"],
+        "generate": ["--prompt", "def", "--max-new-tokens", "2"],
+        "convert": ["--to", tmp_path / "out"],
+    }[command]
+    flag = "--from" if command == "convert" else "--model"
+    proc = run_titan(command, flag, src, *args, check=False)
+    assert proc.returncode != 0
+    err = proc.stderr
+    assert err.startswith("error:") and err.count("\n") == 1, err
+    assert "model_type 'llama'" in err and "LlamaForCausalLM" in err, err
+    assert "qwen3" in err and "qwen3_moe" in err, err
+    assert not (tmp_path / "logits.safetensors").exists() and not (tmp_path / "out").exists()

@@ -75,3 +75,18 @@ def test_kill_during_save_keeps_previous_checkpoint(tmp_path, small_corpus, toke
     a, b = losses(straight), losses(dump)
     for step in range(3, STEPS + 1):
         assert a[step] == b[step]
+
+
+def test_failed_save_is_reported_sync_and_async(tmp_path, small_corpus, tokenizer_dir):
+    # A file where the checkpoint folder should be: every save fails. The run must stop with
+    # an error naming the checkpoint, also when the save ran in the background.
+    for mode in ("disabled", "async"):
+        dump = tmp_path / mode
+        dump.mkdir()
+        (dump / "blocker").write_text("not a folder")
+        proc = run_titan(*args(dump, small_corpus, tokenizer_dir, 2, "--checkpoint.interval", "1",
+                               "--checkpoint.folder", "blocker/ckpt",
+                               "--checkpoint.async_mode", mode), check=False)
+        assert proc.returncode != 0, (mode, proc.stdout)
+        assert "cannot write training checkpoint" in proc.stderr, (mode, proc.stderr)
+        assert "blocker" in proc.stderr, (mode, proc.stderr)

@@ -130,3 +130,11 @@ def test_conflicting_entries_name_both(tmp_path, small_corpus, tokenizer_dir):
     assert proc.returncode != 0
     assert "'rms_norm=counting'" in proc.stderr and "'rms_norm=reference@layers.0.*'" in \
         proc.stderr, proc.stderr
+
+
+def test_help_describes_the_override_section(titan_bin):
+    train_help = run_titan("train", "--help").stdout
+    for text in ("--override.imports", "--override.libraries", "--override.fallback",
+                 "moe_experts", "reference"):
+        assert text in train_help, text
+    assert "override table" in run_titan("configs", "--help").stdout

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 
 #include "titan/checkpoint/checkpoint_names.h"
 #include "titan/checkpoint/safetensors.h"
@@ -73,6 +74,16 @@ std::vector<int64_t> CheckpointStore::complete_steps() const {
 }
 
 void CheckpointStore::save(const TrainingCheckpoint& ckpt) const {
+  try {
+    write(ckpt);
+  } catch (const fs::filesystem_error& e) {
+    // A full disk, a read-only folder, a file where a folder should be: name the checkpoint.
+    fail("cannot write training checkpoint ", step_dir(ckpt.step), ": ", e.code().message(),
+         " (", e.path1().string(), ")");
+  }
+}
+
+void CheckpointStore::write(const TrainingCheckpoint& ckpt) const {
   fs::create_directories(folder_);
   const fs::path final_dir = step_dir(ckpt.step);
   const fs::path tmp_dir =
@@ -181,6 +192,13 @@ NamedTensors cpu_copy(const NamedTensors& tensors) {
 
 AsyncCheckpointSaver::~AsyncCheckpointSaver() {
   if (worker_.joinable()) worker_.join();
+  if (!error_) return;
+  // Nobody waited for this save: report its error rather than drop it.
+  try {
+    std::rethrow_exception(error_);
+  } catch (const std::exception& e) {
+    std::cerr << "error: the background checkpoint save failed: " << e.what() << std::endl;
+  }
 }
 
 void AsyncCheckpointSaver::save(TrainingCheckpoint ckpt) {

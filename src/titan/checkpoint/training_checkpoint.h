@@ -51,12 +51,14 @@ class CheckpointStore {
   std::string step_dir(int64_t step) const;
 
   // Writes the checkpoint (tensors are copied to the CPU as they are written), then prunes
-  // old ones (never the newest complete one).
+  // old ones (never the newest complete one). A filesystem failure is a titan::Error naming
+  // the checkpoint; the previous checkpoints are untouched.
   void save(const TrainingCheckpoint& ckpt) const;
   // Loads step `step`; parts named in `exclude` come back empty. Throws naming the folder.
   TrainingCheckpoint load(int64_t step, const std::vector<std::string>& exclude = {}) const;
 
  private:
+  void write(const TrainingCheckpoint& ckpt) const;
   void prune() const;
   std::string folder_;
   int64_t keep_latest_k_;
@@ -64,7 +66,9 @@ class CheckpointStore {
 };
 
 // Saves in a background thread after a CPU copy of the state has been taken, so training does
-// not wait for the disk. One save at a time: a new save waits for the previous one.
+// not wait for the disk. One save at a time: a new save waits for the previous one. An error of
+// a save comes back from the next save() or wait(); one nobody waited for is printed when the
+// saver is destroyed.
 class AsyncCheckpointSaver {
  public:
   explicit AsyncCheckpointSaver(const CheckpointStore& store) : store_(store) {}

@@ -22,6 +22,14 @@ each --config-file, then by the --section.field overrides in order (booleans als
 flags). The resolved config is written to <job.dump_folder>/config.toml; step lines go to
 stdout and <job.dump_folder>/metrics.jsonl.
 
+Kernel overrides (docs/kernels.md):
+  --override.imports "OP=IMPL[@GLOB],..."  which implementation each op uses where (ops:
+      rms_norm, rope, attention, swiglu, moe_router, moe_experts, cross_entropy; GLOB matches
+      module paths such as layers.1.* or layers.*.moe; unclaimed call sites use reference)
+  --override.libraries LIB.so,...  kernel libraries to load first (they register more IMPLs)
+  --override.fallback  use reference where an IMPL does not support the device or dtype
+  `titan configs --module M --config F --print` shows the resolved table.
+
 examples:
   titan train --module qwen3 --config qwen3_debugmodel --training.steps 50
   titan train --module qwen3 --config qwen3_0_6b_finetune \

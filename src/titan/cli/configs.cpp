@@ -12,6 +12,7 @@
 #include "titan/kernels/override_resolver.h"
 #include "titan/models/builtin_configs.h"
 #include "titan/models/model_spec.h"
+#include "titan/train/kernel_overrides.h"
 #include "titan/train/loss.h"
 #include "titan/train/precision.h"
 
@@ -64,15 +65,8 @@ void list_configs(const config::ConfigRegistry& registry, const Args& args) {
 // model is built on the meta device (no memory), with the kernels resolved for the device and
 // compute dtype the config trains with.
 std::vector<std::string> override_table(const config::TrainerConfig& cfg) {
-  for (const std::string& library : cfg.overrides.libraries)
-    kernels::kernel_registry().load_library(library);
   const train::Precision precision = train::resolve_precision(cfg.training);
-  kernels::OverrideSettings settings;
-  settings.imports = cfg.overrides.imports;
-  settings.fallback = cfg.overrides.fallback;
-  settings.device = precision.device.type();
-  settings.dtype = precision.compute_dtype;
-  kernels::OverrideResolver resolver(settings);
+  kernels::OverrideResolver resolver = train::make_override_resolver(cfg, precision);
   models::BuildOptions build;
   build.device = at::kMeta;
   build.param_dtype = precision.param_dtype;

@@ -16,6 +16,7 @@
 #include "titan/train/final_export.h"
 #include "titan/train/grad_clip.h"
 #include "titan/train/initial_load.h"
+#include "titan/train/kernel_overrides.h"
 #include "titan/train/loss.h"
 #include "titan/train/lr_scheduler.h"
 #include "titan/train/metrics.h"
@@ -45,20 +46,6 @@ int64_t micro_batches_per_step(const config::TrainingConfig& t, int64_t dp_degre
       t.global_batch_size % per_pass == 0, "training.global_batch_size (", t.global_batch_size,
       ") must be a multiple of training.local_batch_size x data-parallel degree (", per_pass, ")");
   return t.global_batch_size / per_pass;
-}
-
-// The kernel libraries of override.libraries, then the resolver of override.imports for the
-// device and compute dtype this run uses.
-kernels::OverrideResolver make_override_resolver(const config::TrainerConfig& cfg,
-                                                 const Precision& precision) {
-  for (const std::string& library : cfg.overrides.libraries)
-    kernels::kernel_registry().load_library(library);
-  kernels::OverrideSettings settings;
-  settings.imports = cfg.overrides.imports;
-  settings.fallback = cfg.overrides.fallback;
-  settings.device = precision.device.type();
-  settings.dtype = precision.compute_dtype;
-  return kernels::OverrideResolver(settings);
 }
 
 // One training run, set up in torchtitan's order: data, model (with its kernels resolved),

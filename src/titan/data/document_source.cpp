@@ -10,11 +10,6 @@
 namespace titan::data {
 namespace {
 
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() &&
-         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 bool is_blank(const char* p, size_t n) {
   for (size_t i = 0; i < n; ++i)
     if (p[i] != ' ' && p[i] != '\t' && p[i] != '\r') return false;
@@ -32,8 +27,8 @@ void check_readable(const std::string& path) {
 
 std::unique_ptr<DocumentSource> DocumentSource::open(const std::string& path) {
   check_readable(path);
-  if (ends_with(path, ".jsonl")) return std::make_unique<JsonlSource>(path);
-  if (ends_with(path, ".jsonl.zst") || ends_with(path, ".jsonl.gz")) {
+  if (path.ends_with(".jsonl")) return std::make_unique<JsonlSource>(path);
+  if (path.ends_with(".jsonl.zst") || path.ends_with(".jsonl.gz")) {
     fail("dataset file ", path, ": compressed jsonl is not supported; decompress it first");
   }
   return std::make_unique<TextFileSource>(path);

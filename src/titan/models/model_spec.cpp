@@ -1,5 +1,6 @@
 #include "titan/models/model_spec.h"
 
+#include <algorithm>
 #include <map>
 
 #include "titan/common/error.h"
@@ -52,6 +53,17 @@ const ModelSpec& spec_for_hf_config(const nlohmann::json& hf_config, const std::
     for (const std::string& type : spec.hf_model_types) {
       if (type == model_type) return spec;
       supported.push_back(type + " (" + name + ")");
+    }
+  }
+  if (model_type.empty() && hf_config.contains("architectures") &&
+      hf_config["architectures"].is_array()) {
+    for (const auto& arch : hf_config["architectures"]) {
+      if (!arch.is_string()) continue;
+      for (const auto& [name, spec] : registry()) {
+        const auto& known = spec.hf_architectures;
+        if (std::find(known.begin(), known.end(), arch.get<std::string>()) != known.end())
+          return spec;
+      }
     }
   }
   std::string architectures;

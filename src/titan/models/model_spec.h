@@ -61,8 +61,10 @@ struct OptimizerHooks {
 struct ModelSpec {
   std::string name;         // model.name
   std::string description;  // one line, for listings and errors
-  // config.json model_type values this spec reads (titan forward/eval/... on an HF directory).
+  // config.json model_type values this spec reads (titan forward/eval/... on an HF directory),
+  // and the architectures it reads when a config.json has no model_type.
   std::vector<std::string> hf_model_types;
+  std::vector<std::string> hf_architectures;
 
   // Builds a model from the resolved config (model.flavor / model.hf_assets_path ...).
   std::function<std::unique_ptr<Model>(const config::TrainerConfig&, const BuildOptions&)> build;
@@ -85,7 +87,8 @@ struct ModelSpec {
 void register_model_spec(ModelSpec spec);
 const ModelSpec& get_model_spec(const std::string& name);  // throws naming the known specs
 std::vector<std::string> model_spec_names();
-// The spec for a Hugging Face config.json (by its model_type); throws naming the model_type,
+// The spec for a Hugging Face config.json (by its model_type, else by its architectures);
+// throws naming the model_type,
 // the architectures and what is supported. `source` names the file in messages.
 const ModelSpec& spec_for_hf_config(const nlohmann::json& hf_config, const std::string& source);
 

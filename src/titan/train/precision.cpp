@@ -1,14 +1,15 @@
 #include "titan/train/precision.h"
 
 #include "titan/common/error.h"
+#include "titan/config/validate.h"
 
 namespace titan::train {
 
 at::ScalarType dtype_from_name(const std::string& name, const std::string& key) {
-  if (name == "float32") return at::kFloat;
+  config::check_one_of(key, name, {"float32", "bfloat16", "float16"});
   if (name == "bfloat16") return at::kBFloat16;
   if (name == "float16") return at::kHalf;
-  fail(key, ": unknown dtype '", name, "'; accepted: float32, bfloat16, float16");
+  return at::kFloat;
 }
 
 at::Device resolve_device(const std::string& device) {
@@ -18,8 +19,7 @@ at::Device resolve_device(const std::string& device) {
                 "build or machine has none)");
     return at::Device(at::kCUDA, 0);
   }
-  TITAN_CHECK(device == "auto", "training.device: unknown value '", device,
-              "'; accepted: auto, cpu, cuda");
+  config::check_one_of("training.device", device, {"auto", "cpu", "cuda"});
   return at::hasCUDA() ? at::Device(at::kCUDA, 0) : at::Device(at::kCPU);
 }
 

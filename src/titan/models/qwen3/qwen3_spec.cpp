@@ -61,6 +61,7 @@ ModelSpec qwen3_model_spec() {
   spec.name = "qwen3";
   spec.description = "native C++ Qwen3 / Qwen3-MoE";
   spec.hf_model_types = {"qwen3", "qwen3_moe"};
+  spec.hf_architectures = {"Qwen3ForCausalLM", "Qwen3MoeForCausalLM"};
   spec.build = build_from_trainer_config;
   spec.build_from_hf_config = build_from_hf;
   spec.parallelize = parallelize_qwen3;

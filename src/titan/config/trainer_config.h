@@ -98,6 +98,10 @@ struct ParallelismConfig {
   int64_t pipeline_parallel_degree = 1;
   int64_t context_parallel_degree = 1;
   int64_t expert_parallel_degree = 1;
+  // When FSDP frees a unit's all-gathered parameters after its forward: "default" (every unit
+  // but the last block and the head, whose backward comes right after), "always", "never"
+  // (keep them until backward: faster, more memory).
+  std::string fsdp_reshard_after_forward = "default";
   template <class V>
   void visit(V& v) {
     v("data_parallel_replicate_degree", data_parallel_replicate_degree);
@@ -106,6 +110,7 @@ struct ParallelismConfig {
     v("pipeline_parallel_degree", pipeline_parallel_degree);
     v("context_parallel_degree", context_parallel_degree);
     v("expert_parallel_degree", expert_parallel_degree);
+    v("fsdp_reshard_after_forward", fsdp_reshard_after_forward);
   }
 };
 

@@ -126,6 +126,8 @@ void validate_config(const TrainerConfig& c, const std::vector<std::string>& mod
   TITAN_CHECK(!t.eos_token.empty(), "training.eos_token is empty: name the separator token");
 
   check_degrees(c.parallelism);
+  check_one_of("parallelism.fsdp_reshard_after_forward", c.parallelism.fsdp_reshard_after_forward,
+               {"default", "always", "never"});
 
   validate_optimizer_config(c.optimizer);
 

@@ -17,6 +17,7 @@
 
 #include "titan/common/named_tensors.h"
 #include "titan/config/trainer_config.h"
+#include "titan/models/data_parallel.h"
 #include "titan/models/model.h"
 
 namespace titan::kernels {
@@ -73,8 +74,10 @@ struct ModelSpec {
                                        const std::string& source_path, const BuildOptions&)>
       build_from_hf_config;
   // Applied by the trainer after building and before the optimizer exists: activation
-  // checkpointing now, data-parallel wrappers later, all as wrappers of the model's modules.
-  std::function<void(Model&, const config::TrainerConfig&)> parallelize;
+  // checkpointing, then the data-parallel units through `data_parallel` (nullptr on one
+  // process), all as wrappers of the model's modules.
+  std::function<void(Model&, const config::TrainerConfig&, DataParallelWrapper* data_parallel)>
+      parallelize;
   // Called once the optimizer exists (e.g. the MoE expert-bias update after every step).
   std::function<void(Model&, const OptimizerHooks&)> post_optimizer_build;
   StateDictAdapter adapter;

@@ -59,8 +59,9 @@ class Module {
   void clear_wrappers() { wrappers_.clear(); }
 
  protected:
-  // Runs `forward` (the module's own computation, which must capture by value what it needs:
-  // a wrapper may call it again during backward) through the wrapper chain.
+  // Runs `forward` (the module's own computation) through the wrapper chain. `forward` must
+  // read the parameter slots when it runs (a wrapper swaps their tensors before calling it) and
+  // capture everything else by value (a wrapper may call it again during backward).
   Tensors run_wrapped(const Tensors& inputs, ForwardFn forward);
 
  private:

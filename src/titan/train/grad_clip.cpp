@@ -60,9 +60,15 @@ void clip_grads_with_norm(const std::vector<at::Tensor>& params, double max_norm
   scale_grads(params, clip_coefficient(max_norm, total_norm));
 }
 
-double clip_grad_norm(const std::vector<at::Tensor>& params, double max_norm) {
+double clip_grad_norm(const std::vector<at::Tensor>& params, double max_norm,
+                      const std::function<void(at::Tensor&)>& reduce_squares) {
   at::NoGradGuard no_grad;
-  const at::Tensor norm = total_grad_norm(params);
+  at::Tensor norm = total_grad_norm(params);
+  if (reduce_squares) {
+    at::Tensor squares = (norm * norm).reshape({1});
+    reduce_squares(squares);
+    norm = squares.sqrt().reshape({});
+  }
   if (max_norm <= 0) return norm.item<double>();
   const at::Tensor coef = clip_coefficient(max_norm, norm);
   // One host read for both; the caller logs the norm anyway. Scaling by a coefficient of

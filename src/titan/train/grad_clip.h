@@ -6,6 +6,7 @@
 
 #include <ATen/ATen.h>
 
+#include <functional>
 #include <vector>
 
 namespace titan::train {
@@ -19,7 +20,10 @@ at::Tensor total_grad_norm(const std::vector<at::Tensor>& params);
 void clip_grads_with_norm(const std::vector<at::Tensor>& params, double max_norm,
                           const at::Tensor& total_norm);
 
-// Both of the above; returns the norm before clipping. max_norm <= 0 only measures.
-double clip_grad_norm(const std::vector<at::Tensor>& params, double max_norm);
+// Both of the above; returns the norm before clipping. max_norm <= 0 only measures. With
+// `reduce_squares`, the local squared norm is combined across ranks by it (in place) before
+// the square root: the global norm of gradients sharded over ranks.
+double clip_grad_norm(const std::vector<at::Tensor>& params, double max_norm,
+                      const std::function<void(at::Tensor&)>& reduce_squares = nullptr);
 
 }  // namespace titan::train

@@ -12,20 +12,19 @@ at::ScalarType dtype_from_name(const std::string& name, const std::string& key) 
   return at::kFloat;
 }
 
-at::Device resolve_device(const std::string& device) {
-  if (device == "cpu") return at::kCPU;
-  if (device == "cuda") {
-    TITAN_CHECK(at::hasCUDA(), "training.device is cuda but no CUDA device is available (this ",
-                "build or machine has none)");
-    return at::Device(at::kCUDA, 0);
-  }
+at::Device resolve_device(const std::string& device, int64_t local_rank) {
   config::check_one_of("training.device", device, {"auto", "cpu", "cuda"});
-  return at::hasCUDA() ? at::Device(at::kCUDA, 0) : at::Device(at::kCPU);
+  if (device == "cpu" || (device == "auto" && !at::hasCUDA())) return at::kCPU;
+  TITAN_CHECK(at::hasCUDA(), "training.device is cuda but no CUDA device is available (this ",
+              "build or machine has none)");
+  const int64_t count = static_cast<int64_t>(at::getNumGPUs());
+  TITAN_CHECK(count > 0, "training.device is cuda but no GPU is visible");
+  return at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(local_rank % count));
 }
 
-Precision resolve_precision(const config::TrainingConfig& training) {
+Precision resolve_precision(const config::TrainingConfig& training, int64_t local_rank) {
   Precision p;
-  p.device = resolve_device(training.device);
+  p.device = resolve_device(training.device, local_rank);
   p.param_dtype = dtype_from_name(training.dtype, "training.dtype");
   if (training.mixed_precision_param == "auto")
     p.compute_dtype = p.device.is_cuda() ? at::kBFloat16 : at::kFloat;

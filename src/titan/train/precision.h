@@ -17,8 +17,9 @@ struct Precision {
   at::ScalarType compute_dtype = at::kFloat;
 };
 
-Precision resolve_precision(const config::TrainingConfig& training);
-at::Device resolve_device(const std::string& device);  // auto | cpu | cuda
+// `local_rank` picks the GPU of this process on a machine with several (torchrun's LOCAL_RANK).
+Precision resolve_precision(const config::TrainingConfig& training, int64_t local_rank = 0);
+at::Device resolve_device(const std::string& device, int64_t local_rank = 0);  // auto|cpu|cuda
 at::ScalarType dtype_from_name(const std::string& name, const std::string& key);
 
 }  // namespace titan::train

@@ -12,7 +12,9 @@
 #include "titan/data/tokenizer/tokenizer.h"
 #include "titan/kernels/override_resolver.h"
 #include "titan/models/model_spec.h"
+#include "titan/config/config_fields.h"
 #include "titan/train/checkpoint_manager.h"
+#include "titan/train/distributed_setup.h"
 #include "titan/train/final_export.h"
 #include "titan/train/grad_clip.h"
 #include "titan/train/initial_load.h"
@@ -28,16 +30,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// The world size torchrun gives this process (1 when run directly).
-int64_t world_size_from_env() {
-  const char* value = std::getenv("WORLD_SIZE");
-  if (value == nullptr || *value == '\0') return 1;
-  int64_t n = 0;
-  TITAN_CHECK(config::parse_int64(value, n) && n >= 1, "WORLD_SIZE='", value,
-              "' is not a positive integer");
-  return n;
-}
-
 // Number of micro-batches per optimizer step (gradient accumulation).
 int64_t micro_batches_per_step(const config::TrainingConfig& t, int64_t dp_degree) {
   if (t.global_batch_size < 0) return 1;
@@ -48,13 +40,16 @@ int64_t micro_batches_per_step(const config::TrainingConfig& t, int64_t dp_degre
   return t.global_batch_size / per_pass;
 }
 
-// One training run, set up in torchtitan's order: data, model (with its kernels resolved),
-// loss, parallelize, optimizer, post_optimizer_build, schedule, then what to start from.
+// One training run, set up in torchtitan's order: the other ranks, data, model (with its
+// kernels resolved), loss, parallelize, optimizer, post_optimizer_build, schedule, then what
+// to start from.
 class Trainer {
  public:
-  explicit Trainer(const config::TrainerConfig& cfg)
+  Trainer(const config::TrainerConfig& cfg, DistributedSetup& dist)
       : cfg_(cfg),
-        precision_(resolve_precision(cfg.training)),
+        dist_(dist),
+        precision_(resolve_precision(cfg.training, dist.env.local_rank)),
+        connected_(connect_ranks()),
         overrides_(make_override_resolver(cfg, precision_)),
         tokenizer_(std::make_shared<const data::Tokenizer>(
             data::Tokenizer::from_directory(cfg.model.hf_assets_path))),
@@ -66,19 +61,18 @@ class Trainer {
         optimizer_(parallelize_then_params(), cfg.optimizer),
         scheduler_(cfg.lr_scheduler, cfg.training.steps, cfg.optimizer.lr),
         checkpoints_(cfg, spec_, *model_, optimizer_, loader_),
-        metrics_(cfg.job.dump_folder, /*enabled=*/true) {
-    micro_batches_ = micro_batches_per_step(cfg.training, /*dp_degree=*/1);
+        metrics_(cfg.job.dump_folder, /*enabled=*/dist.rank() == 0) {
+    micro_batches_ = micro_batches_per_step(cfg.training, dist_.dp_size());
     if (spec_.post_optimizer_build) {
       models::OptimizerHooks hooks;
       hooks.add_step_post_hook = [this](std::function<void()> hook) {
         optimizer_.add_step_post_hook(std::move(hook));
       };
-      hooks.all_reduce_sum = nullptr;  // one process: nothing to sum over
+      if (dist_.dp_size() > 1)
+        hooks.all_reduce_sum = [this](at::Tensor& t) { dist_.all_reduce_dp(t); };
       spec_.post_optimizer_build(*model_, hooks);
     }
     for (auto& [name, p] : model_->named_parameters()) params_.push_back(p);
-    flops_per_token_ =
-        spec_.flops_per_token ? spec_.flops_per_token(*model_, cfg.training.seq_len) : 0.0;
     peak_flops_ = device_peak_flops(precision_.device);
     first_step_ = load_initial_state(cfg, spec_, *model_, checkpoints_) + 1;
   }
@@ -95,6 +89,8 @@ class Trainer {
       if (step == 1 || step % cfg_.metrics.log_freq == 0 || step == cfg_.training.steps)
         log_step(step, result, seconds);
       checkpoints_.maybe_save(step, /*last=*/step == cfg_.training.steps);
+      // The first step may be slow (allocation, first collectives): it had the init timeout.
+      if (step == first_step_ && dist_.world) dist_.world->use_train_timeout();
     }
     checkpoints_.finish();
     summary.hf_export_dir = export_hf_if_requested(cfg_, spec_, *model_, summary.last_step);
@@ -120,7 +116,34 @@ class Trainer {
     TITAN_CHECK(tokenizer_->vocab_size() <= model_vocab, "the tokenizer in ",
                 cfg_.model.hf_assets_path, " has ", tokenizer_->vocab_size(),
                 " tokens but the model's vocabulary is ", model_vocab);
+    // Counted on the whole model, before data parallelism shards it.
+    if (spec_.flops_per_token)
+      flops_per_token_ = spec_.flops_per_token(*model, cfg_.training.seq_len);
     return model;
+  }
+
+  bool connect_ranks() {
+    connect(dist_, cfg_, precision_, config::to_toml(cfg_));
+    return true;
+  }
+
+  // This rank's rows of the next global batch: every rank reads the same stream, and rank r of
+  // the data-parallel group takes the r-th local batch of every dp_size() in a row, so the
+  // rows of a step do not depend on the layout.
+  data::Batch next_local_batch() {
+    data::Batch mine;
+    for (int64_t r = 0; r < dist_.dp_size(); ++r) {
+      data::Batch batch = loader_.next();
+      if (r == dist_.dp_rank()) mine = std::move(batch);
+    }
+    return mine;
+  }
+
+  double sum_over_dp(double value) {
+    if (dist_.dp_size() == 1) return value;
+    at::Tensor t = at::tensor({value}, at::TensorOptions(precision_.device).dtype(at::kDouble));
+    dist_.all_reduce_dp(t);
+    return t.item<double>();
   }
 
   // Runs once the loss has resolved its kernel too: logs the overrides, applies the spec's
@@ -130,7 +153,9 @@ class Trainer {
     overrides_.finish();
     for (const std::string& line : overrides_.summary(/*include_reference=*/false))
       std::cout << "[override] " << line << std::endl;
-    if (spec_.parallelize) spec_.parallelize(*model_, cfg_);
+    TITAN_CHECK(dist_.data_parallel == nullptr || spec_.parallelize, "model '", spec_.name,
+                "' has no parallelize step, so it cannot train data-parallel");
+    if (spec_.parallelize) spec_.parallelize(*model_, cfg_, dist_.data_parallel.get());
     return model_->named_parameters();
   }
 
@@ -138,26 +163,35 @@ class Trainer {
   // micro-batches so that accumulation gives the same gradient as one big batch.
   StepResult train_step(int64_t step) {
     std::vector<data::Batch> batches;
-    int64_t valid_tokens = 0;
+    int64_t local_tokens = 0;
     for (int64_t i = 0; i < micro_batches_; ++i) {
-      batches.push_back(loader_.next());
-      valid_tokens += count_valid_tokens(batches.back().labels);
+      batches.push_back(next_local_batch());
+      local_tokens += count_valid_tokens(batches.back().labels);
     }
+    // The loss is the summed token loss of the whole global batch over its global count.
+    const double valid_tokens = sum_over_dp(static_cast<double>(local_tokens));
     TITAN_CHECK(valid_tokens > 0, "step ", step, " has no valid label tokens");
+    // Auxiliary losses are means over a rank's tokens: their gradients are averaged.
+    const double extra_scale = static_cast<double>(micro_batches_ * dist_.dp_size());
+    distributed::DataParallel* dp = dist_.data_parallel.get();
     StepResult result;
-    for (auto& batch : batches) {
-      const at::Tensor inputs = batch.inputs.to(precision_.device);
-      const at::Tensor labels = batch.labels.to(precision_.device);
+    for (size_t i = 0; i < batches.size(); ++i) {
+      if (dp) dp->set_gradient_sync(i + 1 == batches.size());
+      const at::Tensor inputs = batches[i].inputs.to(precision_.device);
+      const at::Tensor labels = batches[i].labels.to(precision_.device);
       const models::ModelOutput out = model_->forward(inputs);
-      at::Tensor loss = loss_.sum(out.hidden, labels) / static_cast<double>(valid_tokens);
-      if (out.extra_loss.defined())
-        loss = loss + out.extra_loss / static_cast<double>(micro_batches_);
+      at::Tensor loss = loss_.sum(out.hidden, labels) / valid_tokens;
+      if (out.extra_loss.defined()) loss = loss + out.extra_loss / extra_scale;
       loss.backward();
+      if (dp) dp->finish_backward();
       result.loss += loss.item<double>();
     }
+    result.loss = sum_over_dp(result.loss);
     TITAN_CHECK(std::isfinite(result.loss), "the loss became ", result.loss, " at step ", step,
                 "; lower optimizer.lr or check the data");
-    result.grad_norm = clip_grad_norm(params_, cfg_.training.max_norm);
+    std::function<void(at::Tensor&)> reduce_squares;
+    if (dp) reduce_squares = [dp](at::Tensor& squares) { dp->reduce_grad_norm_squares(squares); };
+    result.grad_norm = clip_grad_norm(params_, cfg_.training.max_norm, reduce_squares);
     result.lr = scheduler_.lr_at(step - 1);
     optimizer_.step(result.lr);
     optimizer_.zero_grad();
@@ -183,11 +217,14 @@ class Trainer {
   }
 
   const config::TrainerConfig& cfg_;
+  DistributedSetup& dist_;
   Precision precision_;
+  bool connected_;
   kernels::OverrideResolver overrides_;
   std::shared_ptr<const data::Tokenizer> tokenizer_;
   data::DataLoader loader_;
   const models::ModelSpec& spec_;
+  double flops_per_token_ = 0;  // set while the model is built
   std::unique_ptr<models::Model> model_;
   CausalLmLoss loss_;
   AdamW optimizer_;
@@ -196,26 +233,18 @@ class Trainer {
   MetricsLogger metrics_;
   int64_t micro_batches_ = 1;
   std::vector<at::Tensor> params_;
-  double flops_per_token_ = 0;
   std::optional<double> peak_flops_;
   int64_t first_step_ = 1;
 };
 
-// Checks that must pass before anything is built.
-void check_run_environment(const config::TrainerConfig& cfg) {
-  const int64_t world_size = world_size_from_env();
-  config::check_parallel_degrees(cfg.parallelism, world_size);
-  TITAN_CHECK(world_size == 1, "this build trains in one process; WORLD_SIZE=", world_size,
-              " (multi-process data parallelism is not implemented yet)");
-  at::manual_seed(static_cast<uint64_t>(cfg.training.seed));
-  if (cfg.training.deterministic) at::globalContext().setDeterministicAlgorithms(true, false);
-}
-
 }  // namespace
 
 TrainSummary run_training(const config::TrainerConfig& cfg) {
-  check_run_environment(cfg);
-  Trainer trainer(cfg);
+  // The layout is checked before anything is built or any rank waits for another.
+  DistributedSetup dist = check_distributed_layout(cfg);
+  at::manual_seed(static_cast<uint64_t>(cfg.training.seed));
+  if (cfg.training.deterministic) at::globalContext().setDeterministicAlgorithms(true, false);
+  Trainer trainer(cfg, dist);
   return trainer.train();
 }
 

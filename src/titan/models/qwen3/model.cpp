@@ -41,11 +41,11 @@ at::Tensor Qwen3Embedding::compute(const at::Tensor& ids, at::ScalarType compute
   return at::embedding(weight_, ids, pad_).to(compute_dtype);
 }
 
+// The computations read the parameter slots when they run, not when forward() is called: a
+// wrapper may put other tensors in the slots first (FSDP's all-gathered parameters).
 at::Tensor Qwen3Embedding::forward(const at::Tensor& ids, at::ScalarType compute_dtype) {
-  const at::Tensor weight = weight_;
-  const int64_t pad = pad_;
-  return run_wrapped({ids}, [weight, pad, compute_dtype](const Tensors& in) {
-    return Tensors{at::embedding(weight, in[0], pad).to(compute_dtype)};
+  return run_wrapped({ids}, [this, compute_dtype](const Tensors& in) {
+    return Tensors{compute(in[0], compute_dtype)};
   })[0];
 }
 
@@ -54,11 +54,7 @@ void Qwen3Embedding::visit_parameters(const ParameterVisitor& f) {
 }
 
 at::Tensor Qwen3FinalNorm::forward(const at::Tensor& h) {
-  const at::Tensor norm = norm_;
-  const double eps = eps_;
-  const kernels::RmsNormFn fn = fn_;
-  return run_wrapped(
-      {h}, [norm, eps, fn](const Tensors& in) { return Tensors{fn(in[0], norm, eps)}; })[0];
+  return run_wrapped({h}, [this](const Tensors& in) { return Tensors{compute(in[0])}; })[0];
 }
 
 void Qwen3FinalNorm::visit_parameters(const ParameterVisitor& f) {

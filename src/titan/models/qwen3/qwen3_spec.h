@@ -9,8 +9,11 @@ namespace titan::models {
 
 ModelSpec qwen3_model_spec();
 
-// Applies activation_checkpoint.* to the blocks as wrappers (data-parallel wrappers join here).
-void parallelize_qwen3(Model& model, const config::TrainerConfig& config);
+// Applies activation_checkpoint.* to the blocks as wrappers, then makes the data-parallel units
+// torchtitan makes: the embedding, each block, the final norm with the head (not resharded
+// after forward: the loss uses the head right after); a tied embedding shares the head's unit.
+void parallelize_qwen3(Model& model, const config::TrainerConfig& config,
+                       DataParallelWrapper* data_parallel);
 
 // With expert-bias balancing: after every optimizer step, sums each MoE layer's token counts
 // over the data-parallel ranks, updates its expert bias and zeroes the counts (torchtitan's

@@ -1,0 +1,285 @@
+#include "titan/distributed/data_parallel.h"
+
+#include <ATen/core/grad_mode.h>
+
+#include "titan/common/error.h"
+#include "titan/distributed/backward_hook.h"
+
+namespace titan::distributed {
+namespace {
+
+// The gathered parameters' memory comes and goes while the tensors that autograd saved keep
+// pointing at the same storage: freeing sets the storage to zero bytes, gathering allocates it
+// again and writes into it (FSDP2 resizes storage the same way).
+void free_storage(const at::Tensor& t) {
+  c10::StorageImpl* storage = t.storage().unsafeGetStorageImpl();
+  if (storage->nbytes() == 0) return;
+  storage->set_data_ptr_noswap(at::DataPtr(nullptr, t.device()));
+  storage->set_nbytes(0);
+}
+
+void allocate_storage(const at::Tensor& t, size_t nbytes) {
+  c10::StorageImpl* storage = t.storage().unsafeGetStorageImpl();
+  if (storage->nbytes() == nbytes) return;
+  storage->set_data_ptr_noswap(storage->allocator()->allocate(nbytes));
+  storage->set_nbytes(nbytes);
+}
+
+std::vector<int64_t> with_rows(c10::IntArrayRef shape, int64_t rows) {
+  std::vector<int64_t> out = shape.vec();
+  out[0] = rows;
+  return out;
+}
+
+}  // namespace
+
+struct DataParallel::Param {
+  std::string name;
+  at::Tensor* slot = nullptr;  // in its module
+  std::vector<int64_t> full_shape;
+  RowShard rows;
+  at::Tensor shard;     // FSDP: the optimizer's leaf [part_rows, ...]; DDP: the parameter
+  at::Tensor buffer;    // FSDP: [parts * part_rows, ...] in the compute dtype
+  at::Tensor gathered;  // FSDP: a leaf viewing buffer's first `rows` rows (the forward's weight)
+  size_t buffer_bytes = 0;
+};
+
+struct DataParallel::Unit {
+  std::vector<models::Module*> modules;
+  std::vector<Param> params;
+  bool reshard_after_forward = true;
+  int64_t order = -1;  // position in the forward order, once known
+  bool gathered = false;
+  Group::Pending gathering;
+  std::vector<at::Tensor> gather_inputs;  // alive until the all-gather completes
+  int post_backward_calls = 0;            // modules of the unit whose backward is done
+  bool reduced = false;                   // this backward's gradients are reduced or in flight
+  Group::Pending reducing;
+  std::vector<at::Tensor> reduce_inputs, reduce_outputs;
+};
+
+DataParallel::DataParallel(DataParallelGroups groups, DataParallelOptions options)
+    : groups_(std::move(groups)), options_(options) {}
+
+DataParallel::~DataParallel() = default;
+
+void DataParallel::wrap(const std::vector<models::Module*>& modules, bool reshard_after_forward) {
+  TITAN_CHECK(!modules.empty(), "data parallelism: a unit needs at least one module");
+  auto unit = std::make_unique<Unit>();
+  unit->modules = modules;
+  unit->reshard_after_forward = reshard_after_forward;
+  const int64_t parts = groups_.shard->size(), index = groups_.shard->rank();
+  at::NoGradGuard no_grad;
+  for (models::Module* module : modules) {
+    module->visit_parameters([&](const std::string& name, at::Tensor& slot) {
+      TITAN_CHECK(!by_name_.count(name), "data parallelism: parameter ", name,
+                  " belongs to two units");
+      TITAN_CHECK(slot.dim() >= 1, "data parallelism: parameter ", name,
+                  " is a scalar; FSDP shards on dim 0");
+      Param p;
+      p.name = name;
+      p.slot = &slot;
+      p.full_shape = slot.sizes().vec();
+      p.rows = {slot.size(0), sharded() ? parts : 1, sharded() ? index : 0};
+      if (sharded()) {
+        // The master shard: this rank's rows, zero-padded to part_rows.
+        at::Tensor local = at::zeros(with_rows(slot.sizes(), p.rows.part_rows()), slot.options());
+        local.narrow(0, 0, p.rows.real_rows())
+            .copy_(slot.narrow(0, p.rows.begin(), p.rows.real_rows()));
+        p.shard = local.requires_grad_(true);
+        p.buffer = at::empty(with_rows(slot.sizes(), parts * p.rows.part_rows()),
+                             slot.options().dtype(options_.param_dtype));
+        p.buffer_bytes = p.buffer.storage().nbytes();
+        // The forward's weight: the first `rows` rows of the buffer's storage, as a leaf of its
+        // own. Not a view (a view shares the buffer's version counter, which every all-gather
+        // into the buffer bumps, and autograd would then reject the tensors it saved). Made
+        // while the storage exists (shapes are checked against it), then freed.
+        p.gathered = at::empty({0}, p.buffer.options());
+        p.gathered.set_(p.buffer.storage(), 0, p.full_shape, p.buffer.strides());
+        p.gathered.requires_grad_(true);
+        free_storage(p.buffer);
+        slot = p.shard;
+      } else {
+        p.shard = slot;
+      }
+      by_name_[name] = {unit.get(), unit->params.size()};
+      unit->params.push_back(std::move(p));
+    });
+  }
+  Unit* raw = unit.get();
+  units_.push_back(std::move(unit));
+  for (models::Module* module : modules) {
+    module->add_wrapper([this, raw](models::Module&, const models::Tensors& inputs,
+                                    const models::ForwardFn& inner) {
+      pre_forward(*raw);
+      // The hook on the inputs fires when this module's backward is done; the one on the
+      // outputs when it is about to start.
+      const models::Tensors hooked_inputs =
+          with_backward_hook(inputs, [this, raw] { post_backward(*raw); });
+      models::Tensors outputs = inner(hooked_inputs);
+      outputs = with_backward_hook(outputs, [this, raw] { pre_backward(*raw); });
+      post_forward(*raw);
+      return outputs;
+    });
+  }
+}
+
+DataParallel::Unit* DataParallel::neighbour(const Unit& unit, int step) const {
+  const int64_t at = unit.order + step;
+  if (unit.order < 0 || at < 0 || at >= static_cast<int64_t>(forward_order_.size())) return nullptr;
+  return forward_order_[at];
+}
+
+void DataParallel::start_gather(Unit& unit) {
+  if (!sharded() || unit.gathered || unit.gathering.active()) return;
+  std::vector<at::Tensor> outputs;
+  unit.gather_inputs.clear();
+  at::NoGradGuard no_grad;
+  for (Param& p : unit.params) {
+    allocate_storage(p.buffer, p.buffer_bytes);
+    outputs.push_back(p.buffer);
+    unit.gather_inputs.push_back(p.shard.detach().to(options_.param_dtype).contiguous());
+  }
+  unit.gathering = groups_.shard->all_gather_async(outputs, unit.gather_inputs);
+}
+
+void DataParallel::finish_gather(Unit& unit) {
+  if (!sharded() || unit.gathered) return;
+  start_gather(unit);
+  unit.gathering.wait();
+  unit.gather_inputs.clear();
+  for (Param& p : unit.params) *p.slot = p.gathered;
+  unit.gathered = true;
+}
+
+void DataParallel::reshard(Unit& unit) {
+  if (!sharded()) return;
+  unit.gathering.wait();  // a prefetch may still be writing into the buffers
+  unit.gather_inputs.clear();
+  for (Param& p : unit.params) {
+    free_storage(p.buffer);
+    *p.slot = p.shard;
+  }
+  unit.gathered = false;
+}
+
+void DataParallel::pre_forward(Unit& unit) {
+  if (unit.order < 0) {
+    unit.order = static_cast<int64_t>(forward_order_.size());
+    forward_order_.push_back(&unit);
+  }
+  finish_gather(unit);
+  // Overlap: the next unit's parameters travel while this one computes.
+  if (Unit* next = neighbour(unit, +1)) start_gather(*next);
+}
+
+void DataParallel::post_forward(Unit& unit) {
+  if (unit.reshard_after_forward && unit.modules.size() == 1) reshard(unit);
+}
+
+void DataParallel::pre_backward(Unit& unit) {
+  finish_gather(unit);
+  // Backward runs the units in reverse: the previous one comes next.
+  if (Unit* previous = neighbour(unit, -1)) start_gather(*previous);
+}
+
+void DataParallel::post_backward(Unit& unit) {
+  // A unit of several modules (a tied embedding with the head) is done only when all of them
+  // are; finish_backward() catches the ones whose inputs need no gradient.
+  if (++unit.post_backward_calls < static_cast<int>(unit.modules.size())) return;
+  reduce(unit);
+}
+
+void DataParallel::reduce(Unit& unit) {
+  if (unit.reduced) return;
+  unit.reduced = true;
+  at::NoGradGuard no_grad;
+  unit.reduce_inputs.clear();
+  unit.reduce_outputs.clear();
+  if (sharded()) {
+    for (Param& p : unit.params) {
+      // Every rank passes the same list, with zeros for a gradient that did not arise here.
+      at::Tensor padded =
+          at::zeros(with_rows(p.buffer.sizes(), p.buffer.size(0)),
+                    p.buffer.options().dtype(options_.reduce_dtype));
+      const at::Tensor grad = p.gathered.grad();
+      if (grad.defined()) padded.narrow(0, 0, p.rows.rows).copy_(grad);
+      p.gathered.mutable_grad() = at::Tensor();
+      unit.reduce_inputs.push_back(padded);
+      unit.reduce_outputs.push_back(
+          at::empty(with_rows(padded.sizes(), p.rows.part_rows()), padded.options()));
+    }
+    unit.reducing = groups_.shard->reduce_scatter_async(unit.reduce_outputs, unit.reduce_inputs);
+    reshard(unit);
+    return;
+  }
+  if (!sync_ || groups_.replicate->size() == 1) return;  // accumulate locally until the last
+  for (Param& p : unit.params) {
+    if (!p.shard.grad().defined()) p.shard.mutable_grad() = at::zeros_like(p.shard);
+    unit.reduce_inputs.push_back(p.shard.grad());
+  }
+  unit.reducing = groups_.replicate->all_reduce_async(unit.reduce_inputs);
+}
+
+void DataParallel::finish_backward() {
+  // Units the hooks did not reach, in backward order.
+  for (auto it = forward_order_.rbegin(); it != forward_order_.rend(); ++it) reduce(**it);
+  for (auto& unit : units_) reduce(*unit);
+  at::NoGradGuard no_grad;
+  std::vector<at::Tensor> shard_grads;
+  for (Unit* unit : forward_order_) {
+    unit->reducing.wait();
+    if (sharded()) {
+      for (size_t i = 0; i < unit->params.size(); ++i) {
+        Param& p = unit->params[i];
+        const at::Tensor summed = unit->reduce_outputs[i].to(p.shard.scalar_type());
+        if (p.shard.grad().defined()) {
+          p.shard.mutable_grad().add_(summed);
+        } else {
+          p.shard.mutable_grad() = summed;
+        }
+        shard_grads.push_back(p.shard.grad());
+      }
+    }
+    unit->reduce_inputs.clear();
+    unit->reduce_outputs.clear();
+    unit->reduced = false;
+    unit->post_backward_calls = 0;
+    reshard(*unit);
+  }
+  // HSDP: the shard gradients of a step are summed over the replicas once, at its end.
+  if (sharded() && sync_ && groups_.replicate->size() > 1 && !shard_grads.empty())
+    groups_.replicate->all_reduce(shard_grads);
+}
+
+void DataParallel::reduce_grad_norm_squares(at::Tensor& sum_of_squares) const {
+  if (sharded()) groups_.shard->all_reduce(sum_of_squares);
+}
+
+std::optional<DataParallel::Layout> DataParallel::layout(const std::string& name) const {
+  auto it = by_name_.find(name);
+  if (it == by_name_.end()) return std::nullopt;
+  const Param& p = it->second.first->params[it->second.second];
+  Layout layout;
+  layout.full_shape = p.full_shape;
+  layout.rows = p.rows;
+  layout.writer = groups_.replicate->rank() == 0;
+  return layout;
+}
+
+at::Tensor DataParallel::gather_full(const std::string& name, const at::Tensor& local) const {
+  auto it = by_name_.find(name);
+  TITAN_CHECK(it != by_name_.end(), "data parallelism: unknown parameter ", name);
+  const Param& p = it->second.first->params[it->second.second];
+  if (!sharded()) return local;
+  at::NoGradGuard no_grad;
+  TITAN_CHECK(local.size(0) == p.rows.part_rows(), "data parallelism: ", name, " has ",
+              local.size(0), " local rows, expected ", p.rows.part_rows());
+  std::vector<at::Tensor> inputs{local.detach().contiguous()};
+  std::vector<at::Tensor> outputs{
+      at::empty(with_rows(local.sizes(), p.rows.parts * p.rows.part_rows()), local.options())};
+  groups_.shard->all_gather_async(outputs, inputs).wait();
+  return outputs[0].narrow(0, 0, p.rows.rows);
+}
+
+}  // namespace titan::distributed

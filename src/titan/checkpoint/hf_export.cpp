@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
+#include <map>
 
 #include "titan/checkpoint/file_util.h"
 #include "titan/checkpoint/safetensors.h"
@@ -146,15 +148,32 @@ std::vector<std::vector<size_t>> plan_shards(const std::vector<uint64_t>& sizes,
   return shards;
 }
 
-std::vector<std::string> write_hf_weights(const std::string& dir, const NamedTensors& hf_tensors,
-                                          at::ScalarType export_dtype, uint64_t max_shard_bytes) {
+namespace {
+
+// One tensor of the export, known before its data: its HF name, shape and dtype, and how to get
+// it (an index into the caller's sources).
+struct PlannedTensor {
+  TensorSpec spec;
+  size_t source = 0;
+};
+
+// Writes the planned tensors as model.safetensors, or as shards plus the index, into `dir`,
+// asking `fetch(k)` for planned tensor k one at a time, in file order. With `dir` empty nothing
+// is written but `fetch` is called in exactly the same order (the other ranks of a sharded
+// export, which must take part in every gather). Returns the file names.
+std::vector<std::string> write_planned_weights(const std::string& dir,
+                                               const std::vector<PlannedTensor>& planned,
+                                               uint64_t max_shard_bytes,
+                                               const std::function<at::Tensor(size_t)>& fetch) {
   TITAN_CHECK(max_shard_bytes > 0, dir, ": the maximum shard size must be positive");
   std::vector<uint64_t> sizes;
   uint64_t total_size = 0, total_parameters = 0;
-  for (const auto& [name, tensor] : hf_tensors) {
-    sizes.push_back(export_bytes(tensor, export_dtype));
+  for (const PlannedTensor& p : planned) {
+    uint64_t numel = 1;
+    for (int64_t d : p.spec.shape) numel *= static_cast<uint64_t>(d);
+    sizes.push_back(numel * at::elementSize(p.spec.dtype));
     total_size += sizes.back();
-    total_parameters += static_cast<uint64_t>(tensor.numel());
+    total_parameters += numel;
   }
   const auto shards = plan_shards(sizes, max_shard_bytes);
   const bool sharded = shards.size() > 1;
@@ -162,20 +181,21 @@ std::vector<std::string> write_hf_weights(const std::string& dir, const NamedTen
   nlohmann::json weight_map = nlohmann::json::object();
   for (size_t s = 0; s < shards.size(); ++s) {
     const std::string file = sharded ? shard_name(s, shards.size()) : "model.safetensors";
-    // Cast one shard at a time (on the tensor's own device, which is faster on a GPU), so
-    // the export never holds a second copy of the whole model.
-    std::vector<std::pair<std::string, at::Tensor>> shard;
-    for (size_t i : shards[s]) {
-      const auto& [name, tensor] = hf_tensors[i];
-      at::Tensor t = tensor.detach();
-      if (is_floating(t.scalar_type())) t = t.to(export_dtype);
-      shard.emplace_back(name, std::move(t));
-      weight_map[name] = file;
+    std::vector<TensorSpec> specs;
+    for (size_t k : shards[s]) {
+      specs.push_back(planned[k].spec);
+      weight_map[planned[k].spec.name] = file;
     }
-    write_safetensors((fs::path(dir) / file).string(), shard, {{"format", "pt"}});
+    auto tensor_of = [&](size_t i) { return fetch(shards[s][i]); };
+    if (dir.empty()) {
+      for (size_t i : safetensors_write_order(specs)) tensor_of(i);
+    } else {
+      write_safetensors_streamed((fs::path(dir) / file).string(), specs, tensor_of,
+                                 {{"format", "pt"}});
+    }
     written.push_back(file);
   }
-  if (sharded) {
+  if (sharded && !dir.empty()) {
     nlohmann::json index = {
         {"metadata", {{"total_parameters", total_parameters}, {"total_size", total_size}}},
         {"weight_map", weight_map},
@@ -185,6 +205,28 @@ std::vector<std::string> write_hf_weights(const std::string& dir, const NamedTen
     written.push_back("model.safetensors.index.json");
   }
   return written;
+}
+
+at::ScalarType exported_dtype(at::ScalarType type, at::ScalarType export_dtype) {
+  return is_floating(type) ? export_dtype : type;
+}
+
+}  // namespace
+
+std::vector<std::string> write_hf_weights(const std::string& dir, const NamedTensors& hf_tensors,
+                                          at::ScalarType export_dtype, uint64_t max_shard_bytes) {
+  std::vector<PlannedTensor> planned;
+  for (size_t i = 0; i < hf_tensors.size(); ++i) {
+    const at::Tensor& t = hf_tensors[i].second;
+    planned.push_back({{hf_tensors[i].first, exported_dtype(t.scalar_type(), export_dtype),
+                        t.sizes().vec()},
+                       i});
+  }
+  // Cast one tensor at a time (on the tensor's own device, which is faster on a GPU), so the
+  // export never holds a second copy of the model.
+  return write_planned_weights(dir, planned, max_shard_bytes, [&](size_t k) {
+    return hf_tensors[planned[k].source].second.detach().to(planned[k].spec.dtype);
+  });
 }
 
 std::string hf_config_text(nlohmann::json config) {
@@ -206,7 +248,8 @@ std::string generation_config_text(const nlohmann::json& config) {
 
 void export_hf_directory(models::Model& model, const models::ModelSpec& spec,
                          const std::string& out_dir, const std::string& export_dtype,
-                         uint64_t max_shard_bytes, const std::string& tokenizer_src_dir) {
+                         uint64_t max_shard_bytes, const std::string& tokenizer_src_dir,
+                         const TensorLayout& layout) {
   const at::ScalarType dtype = parse_export_dtype(export_dtype);
   TITAN_CHECK(!out_dir.empty(), "HF export: the output directory is empty");
   TITAN_CHECK(spec.adapter.to_hf, "HF export: model spec '", spec.name,
@@ -217,11 +260,43 @@ void export_hf_directory(models::Model& model, const models::ModelSpec& spec,
   nlohmann::json config = model.hf_config(export_dtype);
   config["torch_dtype"] = export_dtype;  // the weights below are in this dtype
   config["dtype"] = export_dtype;
-  const NamedTensors hf_tensors = spec.adapter.to_hf(model.named_parameters());
+
+  // The plan, from the full shapes alone (the adapter maps meta tensors), so that a sharded
+  // model is gathered one native tensor at a time, while its pieces are written.
+  const NamedTensors native = model.named_parameters();
+  std::vector<PlannedTensor> planned;
+  for (size_t j = 0; j < native.size(); ++j) {
+    const auto& [name, local] = native[j];
+    const at::Tensor meta =
+        at::empty(layout.rows(name, local).full_shape, local.options().device(at::kMeta));
+    for (const auto& [hf_name, t] : spec.adapter.to_hf({{name, meta}})) {
+      planned.push_back({{hf_name, exported_dtype(t.scalar_type(), dtype), t.sizes().vec()}, j});
+    }
+  }
+  // The last two gathered native tensors and their HF pieces: a layer's experts interleave
+  // pieces of two fused tensors in file order.
+  std::vector<std::pair<size_t, std::map<std::string, at::Tensor>>> cache;
+  auto fetch = [&](size_t k) -> at::Tensor {
+    const size_t j = planned[k].source;
+    auto hit = std::find_if(cache.begin(), cache.end(), [&](const auto& c) { return c.first == j; });
+    if (hit == cache.end()) {
+      const at::Tensor full = layout.full(native[j].first, native[j].second);
+      std::map<std::string, at::Tensor> pieces;
+      for (auto& [hf_name, t] : spec.adapter.to_hf({{native[j].first, full}})) pieces[hf_name] = t;
+      if (cache.size() == 2) cache.erase(cache.begin());
+      cache.emplace_back(j, std::move(pieces));
+      hit = std::prev(cache.end());
+    }
+    return hit->second.at(planned[k].spec.name).detach().to(planned[k].spec.dtype);
+  };
+  if (!layout.coordinator()) {
+    write_planned_weights("", planned, max_shard_bytes, fetch);  // take part in the gathers
+    return;
+  }
 
   const std::string staged = make_temp_directory(target + ".tmp-");
   try {
-    write_hf_weights(staged, hf_tensors, dtype, max_shard_bytes);
+    write_planned_weights(staged, planned, max_shard_bytes, fetch);
     write_file_atomic((fs::path(staged) / "config.json").string(), hf_config_text(config));
 
     bool copied_generation_config = false;

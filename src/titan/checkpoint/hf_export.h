@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "titan/checkpoint/tensor_layout.h"
 #include "titan/models/model_spec.h"
 
 namespace titan::checkpoint {
@@ -33,9 +34,13 @@ std::vector<std::vector<size_t>> plan_shards(const std::vector<uint64_t>& sizes,
 // present, otherwise one is derived from config.json. Everything is written into a temporary
 // sibling folder, fsynced and renamed into place; an existing `out_dir` is replaced only once
 // the new one is complete.
+//
+// With a sharded `layout` this is a collective: every rank calls it, each native tensor is
+// gathered in turn (streamed: never the whole model on one rank) and the coordinator writes.
 void export_hf_directory(models::Model& model, const models::ModelSpec& spec,
                          const std::string& out_dir, const std::string& export_dtype,
-                         uint64_t max_shard_bytes, const std::string& tokenizer_src_dir);
+                         uint64_t max_shard_bytes, const std::string& tokenizer_src_dir,
+                         const TensorLayout& layout = whole_tensors());
 
 // The weights + index part of the export, for a directory that already exists: shard files
 // and (when sharded) model.safetensors.index.json. `hf_tensors` are in state-dict order.

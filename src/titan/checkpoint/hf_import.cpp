@@ -23,29 +23,45 @@ nlohmann::json read_hf_config(const std::string& dir) {
   }
 }
 
-void load_hf_weights(models::Model& model, const models::ModelSpec& spec, const std::string& dir) {
+void load_hf_weights(models::Model& model, const models::ModelSpec& spec, const std::string& dir,
+                     const TensorLayout& layout) {
   const SafetensorsDirectory files = SafetensorsDirectory::open(dir);
   const NamedTensors params = model.named_parameters();
+  // What the adapter must produce: the full shapes (meta tensors cost nothing).
+  NamedTensors expected;
+  std::vector<LocalRows> rows;
+  for (const auto& [name, p] : params) {
+    rows.push_back(layout.rows(name, p));
+    expected.emplace_back(name, at::empty(rows.back().full_shape, p.options().device(at::kMeta)));
+  }
   NamedTensors loaded;
   try {
     loaded = spec.adapter.from_hf(
-        files.keys(), [&](const std::string& key) { return files.tensor(key); }, params);
+        files.keys(), [&](const std::string& key) { return files.tensor(key); }, expected);
   } catch (const Error& e) {
     fail(dir, ": ", e.what());
   }
   std::map<std::string, at::Tensor> by_name(loaded.begin(), loaded.end());
-  for (const auto& [name, p] : params) {
+  for (size_t i = 0; i < params.size(); ++i) {
+    const std::string& name = params[i].first;
     auto it = by_name.find(name);
     TITAN_CHECK(it != by_name.end(), dir, ": the checkpoint provides no tensor for ", name);
-    TITAN_CHECK(it->second.sizes() == p.sizes(), dir, ": tensor for ", name, " has shape ",
-                it->second.sizes(), ", the model expects ", p.sizes());
+    TITAN_CHECK(it->second.sizes() == expected[i].second.sizes(), dir, ": tensor for ", name,
+                " has shape ", it->second.sizes(), ", the model expects ",
+                expected[i].second.sizes());
     TITAN_CHECK(it->second.is_floating_point(), dir, ": tensor for ", name, " has dtype ",
                 it->second.scalar_type(), ", expected a floating-point type");
   }
   at::NoGradGuard no_grad;
-  for (const auto& [name, p] : params) {
-    at::Tensor target = p;
-    target.copy_(by_name.at(name));
+  for (size_t i = 0; i < params.size(); ++i) {
+    at::Tensor target = params[i].second;
+    const at::Tensor& full = by_name.at(params[i].first);
+    if (!rows[i].sharded) {
+      target.copy_(full);
+      continue;
+    }
+    target.zero_();  // the padding rows
+    target.narrow(0, 0, rows[i].real_rows).copy_(full.narrow(0, rows[i].begin, rows[i].real_rows));
   }
 }
 

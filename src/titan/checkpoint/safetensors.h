@@ -6,6 +6,7 @@
 #include <ATen/ATen.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -67,6 +68,22 @@ class SafetensorsDirectory {
 void write_safetensors(const std::string& path,
                        const std::vector<std::pair<std::string, at::Tensor>>& tensors,
                        const std::map<std::string, std::string>& metadata = {{"format", "pt"}});
+
+// What a streamed file holds, known before its data: the header is written first.
+struct TensorSpec {
+  std::string name;
+  at::ScalarType dtype;
+  std::vector<int64_t> shape;
+};
+// The order (indices into `specs`) in which the writer lays the tensors out, and asks for them.
+std::vector<size_t> safetensors_write_order(const std::vector<TensorSpec>& specs);
+// write_safetensors with the data supplied one tensor at a time, in safetensors_write_order:
+// `data(i)` must return a tensor of spec i's dtype and shape (on any device). Only one tensor
+// need exist at a time.
+void write_safetensors_streamed(const std::string& path, const std::vector<TensorSpec>& specs,
+                                const std::function<at::Tensor(size_t)>& data,
+                                const std::map<std::string, std::string>& metadata = {
+                                    {"format", "pt"}});
 
 std::string safetensors_dtype_name(at::ScalarType type);                // throws for unsupported
 at::ScalarType scalar_type_from_safetensors(const std::string& dtype);  // throws naming it

@@ -6,6 +6,7 @@
 #include <numeric>
 #include <set>
 #include <string_view>
+#include <functional>
 
 #include "titan/checkpoint/file_util.h"
 #include "titan/checkpoint/safetensors.h"
@@ -55,41 +56,51 @@ void append_json_string(std::string& out, std::string_view text) {
   out += '"';
 }
 
-struct PreparedTensor {
-  std::string name;
-  at::Tensor data;  // contiguous, on the CPU
-  const detail::DtypeInfo* dtype;
-  uint64_t bytes;
-};
+// Reference order: dtype rank descending (largest alignment first), then name.
+bool written_before(const detail::DtypeInfo* a_dtype, const std::string& a_name,
+                    const detail::DtypeInfo* b_dtype, const std::string& b_name) {
+  if (a_dtype->rank != b_dtype->rank) return a_dtype->rank > b_dtype->rank;
+  return a_name < b_name;
+}
+
+const detail::DtypeInfo* checked_dtype(const std::string& path, const TensorSpec& spec) {
+  const detail::DtypeInfo* dtype = detail::find_dtype(spec.dtype);
+  if (dtype == nullptr) {
+    fail(path, ": tensor '", spec.name, "' has dtype ", c10::toString(spec.dtype),
+         ", which safetensors cannot store");
+  }
+  return dtype;
+}
+
+uint64_t byte_size(const TensorSpec& spec) {
+  uint64_t n = at::elementSize(spec.dtype);
+  for (int64_t d : spec.shape) n *= static_cast<uint64_t>(d);
+  return n;
+}
 
 }  // namespace
 
-void write_safetensors(const std::string& path,
-                       const std::vector<std::pair<std::string, at::Tensor>>& tensors,
-                       const std::map<std::string, std::string>& metadata) {
-  std::vector<PreparedTensor> prepared;
-  prepared.reserve(tensors.size());
-  std::set<std::string_view> names;
-  for (const auto& [name, tensor] : tensors) {
-    if (name == "__metadata__") fail(path, ": '__metadata__' cannot be a tensor name");
-    if (!names.insert(name).second) fail(path, ": tensor name '", name, "' given twice");
-    TITAN_CHECK(tensor.defined(), path, ": tensor '", name, "' is undefined");
-    const detail::DtypeInfo* dtype = detail::find_dtype(tensor.scalar_type());
-    if (dtype == nullptr) {
-      fail(path, ": tensor '", name, "' has dtype ", c10::toString(tensor.scalar_type()),
-           ", which safetensors cannot store");
-    }
-    // Written in its own dtype: any conversion is the caller's decision.
-    at::Tensor data = tensor.detach().to(at::kCPU).contiguous();
-    if (data.is_conj()) data = data.resolve_conj();
-    if (data.is_neg()) data = data.resolve_neg();
-    prepared.push_back({name, std::move(data), dtype, static_cast<uint64_t>(tensor.nbytes())});
-  }
-  // Reference order: dtype rank descending (largest alignment first), then name.
-  std::sort(prepared.begin(), prepared.end(), [](const PreparedTensor& a, const PreparedTensor& b) {
-    if (a.dtype->rank != b.dtype->rank) return a.dtype->rank > b.dtype->rank;
-    return a.name < b.name;
+std::vector<size_t> safetensors_write_order(const std::vector<TensorSpec>& specs) {
+  std::vector<size_t> order(specs.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::vector<const detail::DtypeInfo*> dtypes;
+  for (const TensorSpec& spec : specs) dtypes.push_back(checked_dtype("safetensors", spec));
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return written_before(dtypes[a], specs[a].name, dtypes[b], specs[b].name);
   });
+  return order;
+}
+
+void write_safetensors_streamed(const std::string& path, const std::vector<TensorSpec>& specs,
+                                const std::function<at::Tensor(size_t)>& data,
+                                const std::map<std::string, std::string>& metadata) {
+  std::set<std::string_view> names;
+  for (const TensorSpec& spec : specs) {
+    if (spec.name == "__metadata__") fail(path, ": '__metadata__' cannot be a tensor name");
+    if (!names.insert(spec.name).second) fail(path, ": tensor name '", spec.name, "' given twice");
+    checked_dtype(path, spec);
+  }
+  const std::vector<size_t> order = safetensors_write_order(specs);
 
   // Compact JSON: __metadata__ first, then the tensors in offset order.
   std::string header = "{";
@@ -107,20 +118,22 @@ void write_safetensors(const std::string& path,
     first = false;
   }
   uint64_t offset = 0;
-  for (const PreparedTensor& t : prepared) {
+  for (size_t i : order) {
+    const TensorSpec& t = specs[i];
     if (!first) header += ',';
     first = false;
     append_json_string(header, t.name);
     header += ":{\"dtype\":\"";
-    header += t.dtype->name;
+    header += detail::find_dtype(t.dtype)->name;
     header += "\",\"shape\":[";
-    for (int64_t i = 0; i < t.data.dim(); ++i) {
-      if (i > 0) header += ',';
-      header += std::to_string(t.data.size(i));
+    for (size_t d = 0; d < t.shape.size(); ++d) {
+      if (d > 0) header += ',';
+      header += std::to_string(t.shape[d]);
     }
+    const uint64_t bytes = byte_size(t);
     header += "],\"data_offsets\":[" + std::to_string(offset) + "," +
-              std::to_string(offset + t.bytes) + "]}";
-    offset += t.bytes;
+              std::to_string(offset + bytes) + "]}";
+    offset += bytes;
   }
   header += '}';
   // Pad with spaces so the data section (and so every tensor) starts 8-byte aligned.
@@ -130,10 +143,31 @@ void write_safetensors(const std::string& path,
   const uint64_t header_len = header.size();
   file.write(&header_len, sizeof(header_len));  // little-endian host (checked in the reader)
   file.write(header);
-  for (const PreparedTensor& t : prepared) {
-    if (t.bytes > 0) file.write(t.data.const_data_ptr(), t.bytes);
+  for (size_t i : order) {
+    const TensorSpec& spec = specs[i];
+    at::Tensor t = data(i);
+    TITAN_CHECK(t.defined() && t.scalar_type() == spec.dtype && t.sizes().vec() == spec.shape,
+                path, ": tensor '", spec.name, "' does not match its header entry");
+    // Written in its own dtype: any conversion is the caller's decision.
+    t = t.detach().to(at::kCPU).contiguous();
+    if (t.is_conj()) t = t.resolve_conj();
+    if (t.is_neg()) t = t.resolve_neg();
+    const uint64_t bytes = byte_size(spec);
+    if (bytes > 0) file.write(t.const_data_ptr(), bytes);
   }
   file.commit();
+}
+
+void write_safetensors(const std::string& path,
+                       const std::vector<std::pair<std::string, at::Tensor>>& tensors,
+                       const std::map<std::string, std::string>& metadata) {
+  std::vector<TensorSpec> specs;
+  for (const auto& [name, tensor] : tensors) {
+    TITAN_CHECK(tensor.defined(), path, ": tensor '", name, "' is undefined");
+    specs.push_back({name, tensor.scalar_type(), tensor.sizes().vec()});
+  }
+  write_safetensors_streamed(
+      path, specs, [&](size_t i) { return tensors[i].second; }, metadata);
 }
 
 }  // namespace titan::checkpoint

@@ -202,6 +202,25 @@ int64_t World::store_add(const std::string& key, int64_t amount) {
   return state_->store->add(key, amount);
 }
 
+std::string World::store_wait_and_get(const std::string& key) {
+  if (!state_->store) return store_get(key);
+  const auto deadline = std::chrono::steady_clock::now() + options_.init_timeout;
+  while (true) {
+    bool present = false;
+    try {
+      present = state_->store->check({key});
+    } catch (const std::exception& e) {
+      fail("waiting for '", key, "' in the rendezvous store failed on rank ", env_.rank, ": ",
+           e.what());
+    }
+    if (present) return store_get(key);
+    TITAN_CHECK(std::chrono::steady_clock::now() < deadline, "rank ", env_.rank,
+                " waited comm.init_timeout_seconds for '", key,
+                "' in the rendezvous store: another rank did not get there");
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
 void check_same_config_on_every_rank(World& world, const std::string& config_text) {
   if (world.size() == 1) return;
   // FNV-1a: stable, and enough to tell two configs apart.

@@ -45,6 +45,9 @@ class World {
   void store_set(const std::string& key, const std::string& value);
   std::string store_get(const std::string& key);
   int64_t store_add(const std::string& key, int64_t amount);
+  // Waits for `key` by polling (the store is not held while waiting, so a background thread may
+  // wait while others use it), up to the init timeout; then returns its value.
+  std::string store_wait_and_get(const std::string& key);
 
  private:
   struct State;

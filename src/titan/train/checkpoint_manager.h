@@ -1,13 +1,16 @@
 // The periodic training checkpoints of a job (<dump_folder>/<checkpoint.folder>/step-N):
 // everything a resumed run needs to continue exactly (model, optimizer, lr scheduler position,
 // data loader position, train state, RNG), written synchronously or in the background
-// (checkpoint.async_mode), every checkpoint.interval steps and at the last one.
+// (checkpoint.async_mode), every checkpoint.interval steps and at the last one. Under data
+// parallelism every rank writes the pieces it holds (the layout says which) and loads exactly
+// the rows it needs, whatever the world size that saved them.
 #pragma once
 
 #include <memory>
 #include <optional>
 #include <string>
 
+#include "titan/checkpoint/tensor_layout.h"
 #include "titan/checkpoint/training_checkpoint.h"
 #include "titan/config/trainer_config.h"
 #include "titan/data/data_loader.h"
@@ -19,7 +22,9 @@ namespace titan::train {
 class CheckpointManager {
  public:
   CheckpointManager(const config::TrainerConfig& cfg, const models::ModelSpec& spec,
-                    models::Model& model, AdamW& optimizer, data::DataLoader& loader);
+                    models::Model& model, AdamW& optimizer, data::DataLoader& loader,
+                    const checkpoint::TensorLayout& layout = checkpoint::whole_tensors(),
+                    checkpoint::SaveCoordination coordination = {});
   // Waits for a background save; an error of it is reported on stderr (finish() throws it).
   ~CheckpointManager();
   CheckpointManager(const CheckpointManager&) = delete;
@@ -45,13 +50,16 @@ class CheckpointManager {
 
  private:
   checkpoint::TrainingCheckpoint snapshot(int64_t step) const;
-  void restore(const checkpoint::TrainingCheckpoint& ckpt, const std::string& source);
+  // Loads the parts not in `exclude` from a complete checkpoint folder.
+  void restore(const std::string& step_dir, const std::vector<std::string>& exclude);
 
   const config::TrainerConfig& cfg_;
   const models::ModelSpec& spec_;
   models::Model& model_;
   AdamW& optimizer_;
   data::DataLoader& loader_;
+  const checkpoint::TensorLayout& layout_;
+  checkpoint::SaveCoordination coordination_;
   checkpoint::CheckpointStore store_;
   std::unique_ptr<checkpoint::AsyncCheckpointSaver> async_;
   int64_t tokens_seen_ = 0;

@@ -10,27 +10,31 @@ namespace fs = std::filesystem;
 namespace titan::train {
 
 int64_t load_initial_state(const config::TrainerConfig& cfg, const models::ModelSpec& spec,
-                           models::Model& model, CheckpointManager& checkpoints) {
+                           models::Model& model, CheckpointManager& checkpoints,
+                           const checkpoint::TensorLayout& layout) {
+  const bool talk = layout.coordinator();
   const auto& ck = cfg.checkpoint;
   if (const std::optional<int64_t> step = checkpoints.resumable_step()) {
     checkpoints.resume(*step);
-    std::cout << "[titan] resumed from training checkpoint " << checkpoints.step_dir(*step)
-              << " (step " << *step << ")" << std::endl;
+    if (talk) {
+      std::cout << "[titan] resumed from training checkpoint " << checkpoints.step_dir(*step)
+                << " (step " << *step << ")" << std::endl;
+    }
     return *step;
   }
   std::string path = ck.initial_load_path;
   if (path.empty() && ck.initial_load_in_hf) path = cfg.model.hf_assets_path;
   if (path.empty()) {
-    std::cout << "[titan] fresh initialisation (seed " << cfg.training.seed << ")" << std::endl;
+    if (talk) std::cout << "[titan] fresh initialisation (seed " << cfg.training.seed << ")" << std::endl;
     return 0;
   }
   if (!ck.initial_load_in_hf && fs::exists(fs::path(path) / "manifest.json")) {
     checkpoints.load_from(path, ck.initial_load_model_only);
-    std::cout << "[titan] initial load from training checkpoint " << path << std::endl;
+    if (talk) std::cout << "[titan] initial load from training checkpoint " << path << std::endl;
     return 0;
   }
-  checkpoint::load_hf_weights(model, spec, path);
-  std::cout << "[titan] initial load of Hugging Face weights from " << path << std::endl;
+  checkpoint::load_hf_weights(model, spec, path, layout);
+  if (talk) std::cout << "[titan] initial load of Hugging Face weights from " << path << std::endl;
   return 0;
 }
 

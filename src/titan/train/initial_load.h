@@ -9,6 +9,7 @@
 
 #include <cstdint>
 
+#include "titan/checkpoint/tensor_layout.h"
 #include "titan/config/trainer_config.h"
 #include "titan/models/model_spec.h"
 #include "titan/train/checkpoint_manager.h"
@@ -16,7 +17,9 @@
 namespace titan::train {
 
 // Returns the last completed step (0 unless resuming).
+// `layout` says which rows of each parameter this rank holds (data parallelism).
 int64_t load_initial_state(const config::TrainerConfig& cfg, const models::ModelSpec& spec,
-                           models::Model& model, CheckpointManager& checkpoints);
+                           models::Model& model, CheckpointManager& checkpoints,
+                           const checkpoint::TensorLayout& layout);
 
 }  // namespace titan::train

@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <iostream>
 
+#include <unistd.h>
+
 #include "titan/common/error.h"
 #include "titan/config/field_values.h"
 #include "titan/config/validate.h"
@@ -24,6 +26,7 @@
 #include "titan/train/metrics.h"
 #include "titan/train/optimizer.h"
 #include "titan/train/precision.h"
+#include "titan/train/sharded_layout.h"
 
 namespace titan::train {
 namespace {
@@ -60,7 +63,8 @@ class Trainer {
         loss_(*model_, &overrides_),
         optimizer_(parallelize_then_params(), cfg.optimizer),
         scheduler_(cfg.lr_scheduler, cfg.training.steps, cfg.optimizer.lr),
-        checkpoints_(cfg, spec_, *model_, optimizer_, loader_),
+        layout_(dist.data_parallel.get(), dist.rank()),
+        checkpoints_(cfg, spec_, *model_, optimizer_, loader_, layout_, save_coordination()),
         metrics_(cfg.job.dump_folder, /*enabled=*/dist.rank() == 0) {
     micro_batches_ = micro_batches_per_step(cfg.training, dist_.dp_size());
     if (spec_.post_optimizer_build) {
@@ -74,7 +78,7 @@ class Trainer {
     }
     for (auto& [name, p] : model_->named_parameters()) params_.push_back(p);
     peak_flops_ = device_peak_flops(precision_.device);
-    first_step_ = load_initial_state(cfg, spec_, *model_, checkpoints_) + 1;
+    first_step_ = load_initial_state(cfg, spec_, *model_, checkpoints_, layout_) + 1;
   }
 
   TrainSummary train() {
@@ -93,7 +97,8 @@ class Trainer {
       if (step == first_step_ && dist_.world) dist_.world->use_train_timeout();
     }
     checkpoints_.finish();
-    summary.hf_export_dir = export_hf_if_requested(cfg_, spec_, *model_, summary.last_step);
+    summary.hf_export_dir =
+        export_hf_if_requested(cfg_, spec_, *model_, summary.last_step, layout_);
     return summary;
   }
 
@@ -120,6 +125,28 @@ class Trainer {
     if (spec_.flops_per_token)
       flops_per_token_ = spec_.flops_per_token(*model, cfg_.training.seq_len);
     return model;
+  }
+
+  // How the ranks write one checkpoint together: through the store, into a folder named after
+  // this run (rank 0's process id and start time, shared through the store).
+  checkpoint::SaveCoordination save_coordination() {
+    checkpoint::SaveCoordination c;
+    c.rank = dist_.rank();
+    c.world_size = dist_.env.world_size;
+    if (c.world_size == 1) return c;
+    distributed::World& world = *dist_.world;
+    if (c.rank == 0) {
+      const auto now = std::chrono::system_clock::now().time_since_epoch();
+      world.store_set("titan/checkpoint_run_id",
+                      std::to_string(::getpid()) + "-" +
+                          std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(now).count()));
+    }
+    c.run_id = world.store_get("titan/checkpoint_run_id");
+    c.publish = [&world](const std::string& key, const std::string& value) {
+      world.store_set(key, value);
+    };
+    c.collect = [&world](const std::string& key) { return world.store_wait_and_get(key); };
+    return c;
   }
 
   bool connect_ranks() {
@@ -195,7 +222,7 @@ class Trainer {
     result.lr = scheduler_.lr_at(step - 1);
     optimizer_.step(result.lr);
     optimizer_.zero_grad();
-    checkpoints_.on_step_end(tokens_per_step());
+    checkpoints_.on_step_end(tokens_per_step() * dist_.dp_size());
     return result;
   }
 
@@ -229,6 +256,7 @@ class Trainer {
   CausalLmLoss loss_;
   AdamW optimizer_;
   LRScheduler scheduler_;
+  ShardedLayout layout_;
   CheckpointManager checkpoints_;
   MetricsLogger metrics_;
   int64_t micro_batches_ = 1;

@@ -28,15 +28,20 @@ at::Device first_grad_device(const std::vector<at::Tensor>& params) {
 
 }  // namespace
 
-at::Tensor total_grad_norm(const std::vector<at::Tensor>& params) {
+at::Tensor total_grad_squares(const std::vector<at::Tensor>& params) {
   at::NoGradGuard no_grad;
   const auto groups = grads_by_device_and_dtype(params);
-  if (groups.empty()) return at::zeros({}, at::kFloat);
+  if (groups.empty()) return at::zeros({}, at::kDouble);
   const at::Device device = first_grad_device(params);
   std::vector<at::Tensor> norms;
   for (const auto& [key, grads] : groups)
-    for (at::Tensor& n : at::_foreach_norm(grads, 2, at::kFloat)) norms.push_back(n.to(device));
-  return at::linalg_vector_norm(at::stack(norms), 2);
+    for (at::Tensor& n : at::_foreach_norm(grads, 2, at::kDouble)) norms.push_back(n.to(device));
+  const at::Tensor norms64 = at::stack(norms);
+  return (norms64 * norms64).sum();
+}
+
+at::Tensor total_grad_norm(const std::vector<at::Tensor>& params) {
+  return total_grad_squares(params).sqrt().to(at::kFloat);
 }
 
 namespace {
@@ -63,12 +68,9 @@ void clip_grads_with_norm(const std::vector<at::Tensor>& params, double max_norm
 double clip_grad_norm(const std::vector<at::Tensor>& params, double max_norm,
                       const std::function<void(at::Tensor&)>& reduce_squares) {
   at::NoGradGuard no_grad;
-  at::Tensor norm = total_grad_norm(params);
-  if (reduce_squares) {
-    at::Tensor squares = (norm * norm).reshape({1});
-    reduce_squares(squares);
-    norm = squares.sqrt().reshape({});
-  }
+  at::Tensor squares = total_grad_squares(params).reshape({1});
+  if (reduce_squares) reduce_squares(squares);
+  const at::Tensor norm = squares.sqrt().reshape({}).to(at::kFloat);
   if (max_norm <= 0) return norm.item<double>();
   const at::Tensor coef = clip_coefficient(max_norm, norm);
   // One host read for both; the caller logs the norm anyway. Scaling by a coefficient of

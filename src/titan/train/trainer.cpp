@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <iostream>
+#include <sstream>
 
 #include <unistd.h>
 
@@ -77,6 +78,7 @@ class Trainer {
       spec_.post_optimizer_build(*model_, hooks);
     }
     for (auto& [name, p] : model_->named_parameters()) params_.push_back(p);
+    log_model_state_size();
     peak_flops_ = device_peak_flops(precision_.device);
     first_step_ = load_initial_state(cfg, spec_, *model_, checkpoints_, layout_) + 1;
   }
@@ -226,6 +228,22 @@ class Trainer {
     return result;
   }
 
+  // What this rank holds of the model: data parallelism should bring it close to 1/N.
+  void log_model_state_size() const {
+    double bytes = 0;
+    for (const at::Tensor& p : params_) bytes += static_cast<double>(p.numel() * p.element_size());
+    const double mib = bytes / (1024.0 * 1024.0);
+    const bool sharded = dist_.data_parallel && dist_.data_parallel->sharded();
+    std::ostringstream line;
+    line.setf(std::ios::fixed);
+    line.precision(1);
+    line << "[titan] rank " << dist_.rank() << " of " << dist_.env.world_size << " holds " << mib
+         << " MiB of parameters, as much again of gradients and " << 2 * mib
+         << " MiB of optimizer state (" << (sharded ? "sharded" : "whole") << ")";
+    std::cout << line.str() << std::endl;
+  }
+
+  // This rank's tokens (tps is per device).
   int64_t tokens_per_step() const {
     return micro_batches_ * cfg_.training.local_batch_size * cfg_.training.seq_len;
   }

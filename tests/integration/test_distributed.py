@@ -1,0 +1,237 @@
+"""Data-parallel training under torchrun with Gloo on the CPU: every layout (FSDP, DDP, HSDP,
+gradient accumulation, two agents) gives the single-process losses and gradient norms for the
+same global batch; checkpoints reshard across world sizes; HF exports do not depend on the
+layout; bad layouts, dead or hung ranks and mismatched configs fail with a clear error."""
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, TITAN, TOKENIZER_DIR, read_metrics
+
+TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]
+STEPS = 5
+GLOBAL_BATCH = 4
+
+
+def base_args(dump, corpus, config, steps=STEPS):
+    return [
+        "train", "--module", "qwen3", "--config", config,
+        "--training.seq_len", "32", "--training.steps", str(steps),
+        "--lr_scheduler.warmup_steps", "2", "--lr_scheduler.total_steps", str(STEPS),
+        "--metrics.log_freq", "1", "--training.dataset_path", corpus,
+        "--model.hf_assets_path", TOKENIZER_DIR, "--job.dump_folder", dump,
+    ]
+
+
+def torchrun(nproc, args, *, torchrun_args=(), check=True, timeout=400, program=None):
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    cmd = [*TORCHRUN, "--no-python", f"--nproc_per_node={nproc}", "--rdzv_backend", "c10d",
+           *(torchrun_args or ["--rdzv_endpoint=localhost:0"]), "--role", "rank", "--tee", "3",
+           str(program or TITAN), *map(str, args)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"{' '.join(cmd)} exited {proc.returncode}\n"
+                             f"stdout:\n{proc.stdout[-3000:]}\nstderr:\n{proc.stderr[-3000:]}")
+    return proc
+
+
+def curves(dump):
+    m = read_metrics(dump)
+    return [r["loss"] for r in m], [r["grad_norm"] for r in m]
+
+
+def assert_close(a, b, what, rel=1e-5):
+    assert len(a) == len(b), (what, a, b)
+    for x, y in zip(a, b):
+        assert abs(x - y) <= rel * abs(y), (what, a, b)
+
+
+# (processes, local batch, extra overrides): each takes the same 4 rows per step.
+LAYOUTS = {
+    "fsdp2": (2, 2, []),
+    "ddp2": (2, 2, ["--parallelism.data_parallel_replicate_degree", "2",
+                    "--parallelism.data_parallel_shard_degree", "1"]),
+    "hsdp2x2": (4, 1, ["--parallelism.data_parallel_replicate_degree", "2"]),
+    "accumulation4": (1, 1, ["--training.global_batch_size", str(GLOBAL_BATCH)]),
+}
+MODELS = {
+    "dense": ("qwen3_debugmodel", []),
+    "moe": ("qwen3_debugmodel_moe", ["--model.moe_load_balancing", "expert_bias"]),
+}
+
+
+@pytest.fixture(scope="module")
+def single_runs(tmp_path_factory, small_corpus):
+    """The reference: one process, the whole global batch at once."""
+    out = {}
+    for kind, (config, extra) in MODELS.items():
+        dump = tmp_path_factory.mktemp("single") / kind
+        torchrun(1, base_args(dump, small_corpus, config) +
+                 ["--training.local_batch_size", str(GLOBAL_BATCH), *extra])
+        out[kind] = curves(dump)
+    return out
+
+
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+@pytest.mark.parametrize("kind", sorted(MODELS))
+def test_layout_matches_one_process(tmp_path, small_corpus, single_runs, layout, kind):
+    nproc, local_batch, layout_args = LAYOUTS[layout]
+    config, extra = MODELS[kind]
+    dump = tmp_path / "run"
+    proc = torchrun(nproc, base_args(dump, small_corpus, config) +
+                    ["--training.local_batch_size", str(local_batch), *layout_args, *extra])
+    losses, norms = curves(dump)
+    ref_losses, ref_norms = single_runs[kind]
+    assert len(losses) == STEPS
+    assert_close(losses, ref_losses, "loss")
+    assert_close(norms, ref_norms, "grad_norm")
+    # Every rank prints its step lines; only rank 0 writes metrics.jsonl (one line a step).
+    assert f"[rank{nproc - 1}]:step: {STEPS}" in proc.stdout
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_two_agents_on_two_nodes_match_one_agent(tmp_path, small_corpus, single_runs):
+    port = free_port()
+    dump = tmp_path / "nodes"
+    args = base_args(dump, small_corpus, "qwen3_debugmodel") + ["--training.local_batch_size", "2"]
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    agents = [subprocess.Popen(
+        [*TORCHRUN, "--no-python", "--nnodes", "2", "--nproc_per_node", "1",
+         "--rdzv_backend", "c10d", f"--rdzv_endpoint=127.0.0.1:{port}", "--rdzv_id", "nodes",
+         "--role", "rank", "--tee", "3", str(TITAN), *map(str, args)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env) for _ in range(2)]
+    outputs = [a.communicate(timeout=400)[0] for a in agents]
+    assert all(a.returncode == 0 for a in agents), outputs
+    losses, norms = curves(dump)
+    assert_close(losses, single_runs["dense"][0], "loss")
+    assert_close(norms, single_runs["dense"][1], "grad_norm")
+
+
+def test_checkpoint_reshards_across_world_sizes(tmp_path, small_corpus):
+    cfg = "qwen3_debugmodel"
+    straight = tmp_path / "straight"
+    torchrun(2, base_args(straight, small_corpus, cfg) + ["--training.local_batch_size", "2"])
+    expected, _ = curves(straight)
+    split = tmp_path / "split"
+    torchrun(2, base_args(split, small_corpus, cfg, steps=2) +
+             ["--training.local_batch_size", "2", "--checkpoint.enable", "--checkpoint.interval",
+              "2"])
+    step2 = split / "checkpoint" / "step-2"
+    assert (step2 / "model-rank0.safetensors").exists() and (step2 / "model-rank1.safetensors").exists()
+    exports = {}
+    for nproc, local_batch in ((1, 4), (4, 1)):
+        dump = tmp_path / f"resume{nproc}"
+        subprocess.run(["cp", "-r", str(split), str(dump)], check=True)
+        # Resume and finish the run: the losses of steps 3..5 are the uninterrupted ones.
+        torchrun(nproc, base_args(dump, small_corpus, cfg) +
+                 ["--training.local_batch_size", str(local_batch), "--checkpoint.enable",
+                  "--checkpoint.interval", "100"])
+        losses = [m["loss"] for m in read_metrics(dump)][-(STEPS - 2):]
+        assert_close(losses, expected[2:], f"resume with {nproc} ranks")
+    # The HF export of one state does not depend on the world size that writes it.
+    for nproc, local_batch in ((1, 4), (2, 2), (4, 1)):
+        dump = tmp_path / f"export{nproc}"
+        subprocess.run(["cp", "-r", str(split), str(dump)], check=True)
+        torchrun(nproc, base_args(dump, small_corpus, cfg, steps=2) +
+                 ["--training.local_batch_size", str(local_batch), "--checkpoint.enable",
+                  "--checkpoint.last_save_in_hf"])
+        exports[nproc] = (dump / "hf" / "step-2" / "model.safetensors").read_bytes()
+    assert exports[1] == exports[2] == exports[4]
+
+
+def test_degrees_that_do_not_fit_the_world_fail(tmp_path, small_corpus):
+    for extra, needle in (
+            (["--parallelism.data_parallel_shard_degree", "3"], "data_parallel_shard_degree"),
+            (["--parallelism.tensor_parallel_degree", "2"], "tensor_parallel_degree = 2")):
+        proc = torchrun(2, base_args(tmp_path / "bad", small_corpus, "qwen3_debugmodel") +
+                        ["--training.local_batch_size", "1", *extra], check=False, timeout=120)
+        assert proc.returncode != 0
+        assert needle in proc.stdout + proc.stderr
+
+
+def test_ranks_with_different_configs_fail(tmp_path, small_corpus):
+    # Each rank gets its own seed through a wrapper: the configs differ.
+    wrapper = tmp_path / "titan_seed_per_rank.sh"
+    wrapper.write_text(f'#!/bin/sh\nexec "{TITAN}" "$@" --training.seed "$RANK"\n')
+    wrapper.chmod(0o755)
+    proc = torchrun(2, base_args(tmp_path / "mismatch", small_corpus, "qwen3_debugmodel") +
+                    ["--training.local_batch_size", "1"], program=wrapper, check=False,
+                    timeout=120)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert "rank 1 resolved a different config than rank 0" in out, out[-3000:]
+
+
+def rank_pid(agent_pid, rank):
+    """The pid of the child of a torchrun agent that has RANK=rank, or None."""
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            parent = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            env = (proc / "environ").read_bytes().split(b"\0")
+        except (OSError, ValueError, IndexError):
+            continue
+        if parent == agent_pid and f"RANK={rank}".encode() in env:
+            return int(proc.name)
+    return None
+
+
+def start_long_run(tmp_path, small_corpus, timeout_seconds):
+    args = base_args(tmp_path / "long", small_corpus, "qwen3_debugmodel", steps=100000) + [
+        "--training.local_batch_size", "1", "--comm.train_timeout_seconds", str(timeout_seconds)]
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    agent = subprocess.Popen(
+        [*TORCHRUN, "--no-python", "--nproc_per_node=2", "--rdzv_backend", "c10d",
+         "--rdzv_endpoint=localhost:0", "--role", "rank", "--tee", "3", str(TITAN),
+         *map(str, args)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    # Wait until both ranks train (step lines of rank 1), then find rank 1's process.
+    deadline = time.time() + 120
+    lines = []
+    while time.time() < deadline:
+        line = agent.stdout.readline()
+        lines.append(line)
+        if line.startswith("[rank1]:step: 3"):
+            break
+    pid = None
+    while pid is None and time.time() < deadline:
+        pid = rank_pid(agent.pid, 1)
+    assert pid is not None, "".join(lines)
+    return agent, pid, lines
+
+
+@pytest.mark.parametrize("how", ["killed", "stopped"])
+def test_a_dead_or_hung_rank_stops_the_job_with_an_error(tmp_path, small_corpus, how):
+    timeout_seconds = 5
+    agent, pid, lines = start_long_run(tmp_path, small_corpus, timeout_seconds)
+    start = time.time()
+    os.kill(pid, signal.SIGKILL if how == "killed" else signal.SIGSTOP)
+    try:
+        out, _ = agent.communicate(timeout=120)
+    finally:
+        if agent.poll() is None:
+            agent.kill()
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    out = "".join(lines) + out
+    assert agent.returncode != 0
+    if how == "stopped":
+        # Rank 0 gives up after the collective timeout, naming the rank that stopped.
+        error = [line for line in out.splitlines() if line.startswith("[rank0]:error:")]
+        assert error and "rank 1 stopped responding" in error[0], out[-3000:]
+    else:
+        assert "local_rank: 1" in out or "rank 1" in out, out[-3000:]
+    assert time.time() - start < 90

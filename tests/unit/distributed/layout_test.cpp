@@ -1,0 +1,98 @@
+// The pieces of data parallelism that need no second process: how rows are split, how degrees
+// are checked against the world size, how torchrun's environment is read, and groups of one.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "titan/common/error.h"
+#include "titan/distributed/group.h"
+#include "titan/distributed/launch_env.h"
+#include "titan/distributed/parallel_dims.h"
+#include "titan/distributed/row_shard.h"
+
+namespace titan::distributed {
+namespace {
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const titan::Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(RowShard, UnevenRowsArePaddedAndEveryRowHasOneOwner) {
+  // The vocabulary of Qwen3 does not divide 7 ranks (torchtitan issue #1136's case).
+  const int64_t rows = 151936, parts = 7;
+  int64_t covered = 0;
+  for (int64_t i = 0; i < parts; ++i) {
+    const RowShard s{rows, parts, i};
+    EXPECT_EQ(s.part_rows(), (rows + parts - 1) / parts);
+    EXPECT_EQ(s.begin(), covered);
+    covered += s.real_rows();
+    EXPECT_LE(s.real_rows(), s.part_rows());
+  }
+  EXPECT_EQ(covered, rows);
+  // More ranks than rows: the last ones hold padding only.
+  const RowShard tail{3, 4, 3};
+  EXPECT_EQ(tail.part_rows(), 1);
+  EXPECT_EQ(tail.real_rows(), 0);
+  EXPECT_EQ(tail.begin(), 3);
+}
+
+TEST(ParallelDims, ResolvesTheShardDegreeAndRejectsWhatIsNotBuilt) {
+  config::ParallelismConfig p;
+  ParallelDims d = make_parallel_dims(p, 4);
+  EXPECT_EQ(d.shard, 4);
+  EXPECT_EQ(d.replicate, 1);
+  p.data_parallel_replicate_degree = 2;
+  d = make_parallel_dims(p, 4);
+  EXPECT_EQ(d.shard, 2);
+  EXPECT_EQ(d.dp_size(), 4);
+  p.data_parallel_shard_degree = 3;
+  EXPECT_NE(error_of([&] { make_parallel_dims(p, 4); }).find("world size is 4"), std::string::npos);
+  config::ParallelismConfig tp;
+  tp.tensor_parallel_degree = 2;
+  const std::string e = error_of([&] { make_parallel_dims(tp, 4); });
+  EXPECT_NE(e.find("parallelism.tensor_parallel_degree = 2"), std::string::npos) << e;
+}
+
+TEST(LaunchEnv, ReadsTorchrunsVariablesAndNamesABadOne) {
+  setenv("WORLD_SIZE", "4", 1);
+  setenv("RANK", "2", 1);
+  setenv("LOCAL_RANK", "0", 1);
+  setenv("TORCHELASTIC_USE_AGENT_STORE", "True", 1);
+  LaunchEnv env = launch_env_from_environment();
+  EXPECT_EQ(env.world_size, 4);
+  EXPECT_EQ(env.rank, 2);
+  EXPECT_EQ(env.local_rank, 0);
+  EXPECT_TRUE(env.agent_store);
+  EXPECT_TRUE(env.multi_process());
+  setenv("RANK", "4", 1);
+  EXPECT_NE(error_of([] { launch_env_from_environment(); }).find("RANK=4"), std::string::npos);
+  setenv("WORLD_SIZE", "two", 1);
+  EXPECT_NE(error_of([] { launch_env_from_environment(); }).find("WORLD_SIZE='two'"),
+            std::string::npos);
+  for (const char* v : {"WORLD_SIZE", "RANK", "LOCAL_RANK", "TORCHELASTIC_USE_AGENT_STORE"})
+    unsetenv(v);
+  env = launch_env_from_environment();
+  EXPECT_EQ(env.world_size, 1);
+  EXPECT_FALSE(env.multi_process());
+}
+
+TEST(Group, AGroupOfOneIsTheIdentity) {
+  auto group = Group::solo("solo");
+  EXPECT_EQ(group->size(), 1);
+  EXPECT_EQ(group->rank(), 0);
+  at::Tensor t = at::arange(4, at::kFloat);
+  group->all_reduce(t);
+  EXPECT_TRUE(at::equal(t, at::arange(4, at::kFloat)));
+  std::vector<at::Tensor> in{at::ones({2, 3})}, out{at::zeros({2, 3})};
+  group->all_gather_async(out, in).wait();
+  EXPECT_TRUE(at::equal(out[0], in[0]));
+  group->barrier();
+}
+
+}  // namespace
+}  // namespace titan::distributed

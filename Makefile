@@ -40,8 +40,10 @@ build: $(SETUP)
 	@cmake --build $(BUILD_DIR) -j $(JOBS)
 	@printf '#!/bin/sh\nexec "%s" "$$@"\n' "$(PYTHON)" > $(BUILD_DIR)/python && chmod +x $(BUILD_DIR)/python
 
+# The H200's architecture by default: torch otherwise asks the GPU, and there may be none (the
+# CUDA sources also compile on a CPU-only machine with nvcc and a CUDA build of torch).
 build-cuda:
-	$(MAKE) build TITAN_CUDA=ON
+	TORCH_CUDA_ARCH_LIST=$${TORCH_CUDA_ARCH_LIST:-9.0a} $(MAKE) build TITAN_CUDA=ON
 
 train: build
 	@scripts/run_train.sh

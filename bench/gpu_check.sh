@@ -55,6 +55,17 @@ print(f"rel err fp32 {err:.2e}")
 assert err < 1e-5
 PYEOF
 
+stamp "FSDP over Gloo with CPU tensors, 2 ranks (the multi-process path on a one-GPU machine)"
+if OMP_NUM_THREADS=4 $PY -m torch.distributed.run --no-python --nproc_per_node=2 --rdzv_backend c10d \
+    --rdzv_endpoint=localhost:0 --role rank --tee 3 $B/bin/titan train --module qwen3 \
+    --config qwen3_debugmodel --training.device cpu --training.steps 5 --training.local_batch_size 2 \
+    --training.seq_len 128 --metrics.log_freq 1 --job.dump_folder "$OUT/fsdp_cpu" \
+    > "$OUT/fsdp_cpu.log" 2>&1; then
+  result[fsdp_gloo_2]=$(grep '^\[rank0\]:step: 5' "$OUT/fsdp_cpu.log" | head -1)
+else
+  result[fsdp_gloo_2]="FAIL: $(grep -m1 error "$OUT/fsdp_cpu.log")"
+fi
+
 stamp "throughput vs HF eager"
 $PY bench/gpu_throughput.py --titan $B/bin/titan --steps 10 --out "$OUT" 2>&1 | tee "$OUT/throughput.log" | grep -v '^{' 
 

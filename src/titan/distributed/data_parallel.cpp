@@ -227,7 +227,8 @@ void DataParallel::finish_backward() {
   for (auto& unit : units_) reduce(*unit);
   at::NoGradGuard no_grad;
   std::vector<at::Tensor> shard_grads;
-  for (Unit* unit : forward_order_) {
+  for (auto& owned : units_) {
+    Unit* unit = owned.get();
     unit->reducing.wait();
     if (sharded()) {
       for (size_t i = 0; i < unit->params.size(); ++i) {

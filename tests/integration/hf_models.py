@@ -1,4 +1,5 @@
 """Small random Qwen3 / Qwen3-MoE models made with transformers itself, for round trips."""
+import json
 import shutil
 
 import torch
@@ -42,3 +43,19 @@ def hf_logits(model_dir, tokens, dtype=torch.float32):
 def rel_err(a, b):
     a, b = torch.as_tensor(a).double(), torch.as_tensor(b).double()
     return ((a - b).abs().max() / max(b.abs().max().item(), 1e-12)).item()
+
+
+EOS = 151643  # <|endoftext|>, what training packs documents with
+
+
+def packed_windows(corpus, tokenizer_dir, seq_len, count):
+    """Training's packing, re-done with HF tokenizers: documents + eos, windows of seq_len+1."""
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(str(tokenizer_dir / "tokenizer.json"))
+    ids = []
+    for line in corpus.read_text(encoding="utf-8").splitlines():
+        ids += tok.encode(json.loads(line)["text"]).ids + [EOS]
+        if len(ids) >= (seq_len + 1) * count:
+            break
+    return [ids[i * (seq_len + 1):(i + 1) * (seq_len + 1)] for i in range(count)]

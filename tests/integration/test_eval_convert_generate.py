@@ -4,25 +4,10 @@ import json
 import pytest
 import torch
 from safetensors.torch import load_file
-from tokenizers import Tokenizer
 from transformers import AutoModelForCausalLM
 
 from conftest import run_titan
-from hf_models import make_hf_model, rel_err
-
-EOS = 151643
-
-
-def packed_windows(corpus, tokenizer_dir, seq_len, count):
-    """Training's packing, re-done with HF tokenizers: documents + eos, windows of seq_len+1."""
-    tok = Tokenizer.from_file(str(tokenizer_dir / "tokenizer.json"))
-    ids = []
-    for line in corpus.read_text(encoding="utf-8").splitlines():
-        ids += tok.encode(json.loads(line)["text"]).ids + [EOS]
-        if len(ids) >= (seq_len + 1) * count:
-            break
-    return [ids[i * (seq_len + 1):(i + 1) * (seq_len + 1)] for i in range(count)]
-
+from hf_models import make_hf_model, packed_windows, rel_err
 
 @pytest.fixture(scope="module")
 def hf_dir(tmp_path_factory, tokenizer_dir):

@@ -13,7 +13,6 @@
 #include "titan/models/builtin_configs.h"
 #include "titan/models/model_spec.h"
 #include "titan/train/kernel_overrides.h"
-#include "titan/train/loss.h"
 #include "titan/train/precision.h"
 
 namespace titan::cli {
@@ -74,10 +73,24 @@ std::vector<std::string> override_table(const config::TrainerConfig& cfg) {
   build.init_weights = false;
   build.overrides = &resolver;
   const models::ModelSpec& spec = models::get_model_spec(cfg.model.name);
-  const std::unique_ptr<models::Model> model = spec.build(cfg, build);
-  const train::CausalLmLoss loss(*model, &resolver);
+  std::vector<std::string> notes;
+  if (spec.overridable_ops) {
+    try {
+      const std::unique_ptr<models::Model> model = spec.build(cfg, build);
+    } catch (const kernels::OverrideError&) {
+      throw;
+    } catch (const Error& e) {
+      // Printing a config needs no model: say why its call sites are not listed.
+      return {std::string("(the model's call sites need the model: ") + e.what() + ")"};
+    }
+  } else {
+    notes.push_back("(model " + spec.name + " runs its own ops; only the loss is titan's)");
+  }
+  resolver.resolve(kernels::Op::kCrossEntropy, "output");
   resolver.finish();
-  return resolver.summary(/*include_reference=*/true);
+  std::vector<std::string> lines = resolver.summary(/*include_reference=*/true);
+  lines.insert(lines.end(), notes.begin(), notes.end());
+  return lines;
 }
 
 }  // namespace

@@ -28,6 +28,7 @@ constexpr const char* kUsage =
     "\n"
     "Computes the logits [S, V] of the model in HF_DIR (config.json + safetensors weights),\n"
     "or of a training checkpoint (step-N folder),\n"
+    "with titan's native model, or with --backend transformers Transformers' own model of it,\n"
     "for one sequence and writes them, as float32 under the key `logits`, to --output.\n"
     "  --dtype          compute dtype (parameters stay float32); default float32\n"
     "  --grads-output   also compute the causal-LM loss with labels = the tokens (shifted\n"
@@ -61,8 +62,6 @@ ForwardOptions parse_options(const Args& args) {
               "titan forward: give exactly one of --tokens and --tokens-file");
   TITAN_CHECK(o.backend == "native" || o.backend == "transformers", "titan forward: --backend '",
               o.backend, "' is not native or transformers");
-  TITAN_CHECK(o.backend == "native",
-              "titan forward: --backend transformers is not built yet; use --backend native");
   TITAN_CHECK(o.dtype == "float32" || o.dtype == "bfloat16", "titan forward: --dtype '", o.dtype,
               "' is not float32 or bfloat16");
   return o;
@@ -129,7 +128,8 @@ int run_forward(const Args& args) {
 
   models::BuildOptions build;
   build.compute_dtype = o.dtype == "bfloat16" ? at::kBFloat16 : at::kFloat;
-  LoadedModel loaded = load_model(o.model_dir, build);
+  LoadedModel loaded =
+      load_model(o.model_dir, build, o.backend == "transformers" ? "transformers" : "");
   models::Model* model = loaded.model.get();
   const int64_t vocab = model->output_weight().size(0);
   for (int64_t id : tokens) {

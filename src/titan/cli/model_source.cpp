@@ -13,15 +13,17 @@ namespace fs = std::filesystem;
 namespace titan::cli {
 namespace {
 
-LoadedModel load_hf(const std::string& dir, const models::BuildOptions& options) {
+LoadedModel load_hf(const std::string& dir, const models::BuildOptions& options,
+                    const std::string& spec_name) {
   const nlohmann::json hf_config = checkpoint::read_hf_config(dir);
   const std::string config_path = (fs::path(dir) / "config.json").string();
   LoadedModel out;
-  out.spec = &models::spec_for_hf_config(hf_config, config_path);
+  out.spec = spec_name.empty() ? &models::spec_for_hf_config(hf_config, config_path)
+                               : &models::get_model_spec(spec_name);
   models::BuildOptions opts = options;
   opts.init_weights = false;
   out.model = out.spec->build_from_hf_config(hf_config, config_path, opts);
-  checkpoint::load_hf_weights(*out.model, *out.spec, dir);
+  if (!out.spec->loads_pretrained_in_build) checkpoint::load_hf_weights(*out.model, *out.spec, dir);
   if (fs::exists(fs::path(dir) / "tokenizer.json")) out.tokenizer_dir = dir;
   return out;
 }
@@ -56,11 +58,12 @@ LoadedModel load_checkpoint(const fs::path& step_dir, const models::BuildOptions
 
 }  // namespace
 
-LoadedModel load_model(const std::string& path, const models::BuildOptions& options) {
+LoadedModel load_model(const std::string& path, const models::BuildOptions& options,
+                       const std::string& spec_name) {
   const fs::path p(path);
   TITAN_CHECK(fs::exists(p), path, ": no such file or directory");
   if (fs::exists(p / "manifest.json")) return load_checkpoint(p, options);
-  if (fs::exists(p / "config.json")) return load_hf(path, options);
+  if (fs::exists(p / "config.json")) return load_hf(path, options, spec_name);
   // A checkpoint folder: take its newest complete step.
   const checkpoint::CheckpointStore store(path, 0);
   const auto steps = store.complete_steps();

@@ -19,7 +19,10 @@ struct LoadedModel {
   int64_t step = 0;  // the checkpoint's step
 };
 
-// Throws titan::Error naming `path` when it is neither kind or when loading fails.
-LoadedModel load_model(const std::string& path, const models::BuildOptions& options);
+// Throws titan::Error naming `path` when it is neither kind or when loading fails. `spec_name`
+// picks the model spec for a Hugging Face directory (default: by its config.json's model_type);
+// "transformers" runs Transformers' own model of it.
+LoadedModel load_model(const std::string& path, const models::BuildOptions& options,
+                       const std::string& spec_name = "");
 
 }  // namespace titan::cli

@@ -22,20 +22,29 @@ struct JobConfig {
 };
 
 struct ModelConfig {
-  // Which ModelSpec builds the model: "qwen3" (native C++) or "transformers" (HF backend).
+  // Which ModelSpec builds the model: "qwen3" (native C++) or "transformers" (Hugging Face
+  // Transformers' own model, docs/transformers_backend.md).
   std::string name = "qwen3";
   // A named flavor ("debugmodel", "0.6B", "30B-A3B", ...) or "auto" = every dimension from
   // hf_assets_path/config.json.
   std::string flavor = "debugmodel";
   // Folder with config.json (when present) and the tokenizer files.
   std::string hf_assets_path = "assets/qwen3-tokenizer";
-  // Hub id the weights came from; informational (recorded in exports).
+  // Hub id the weights came from (informational for qwen3); for transformers the model: a
+  // Hugging Face directory, an id whose files are in hf_assets_path, or a model type.
   std::string hf_model = "";
   // MoE load balancing: "none", "aux_loss" (HF's Switch-style auxiliary loss, scaled by
   // router_aux_loss_coef) or "expert_bias" (torchtitan's aux-loss-free bias update).
   std::string moe_load_balancing = "none";
   double router_aux_loss_coef = 0.001;
   double expert_bias_update_rate = 0.001;
+  // model.name transformers only (docs/transformers_backend.md): config fields to change,
+  // "FIELD=VALUE" with JSON values (e.g. "num_hidden_layers=2"; not applied with flavor auto,
+  // which takes hf_assets_path/config.json as it is), and the implementations Transformers runs
+  // ("" = its default).
+  std::vector<std::string> hf_config_overrides = {};
+  std::string attn_implementation = "sdpa";  // sdpa | eager | ...
+  std::string experts_implementation = "";   // grouped_mm | eager | ...
   template <class V>
   void visit(V& v) {
     v("name", name);
@@ -45,6 +54,9 @@ struct ModelConfig {
     v("moe_load_balancing", moe_load_balancing);
     v("router_aux_loss_coef", router_aux_loss_coef);
     v("expert_bias_update_rate", expert_bias_update_rate);
+    v("hf_config_overrides", hf_config_overrides);
+    v("attn_implementation", attn_implementation);
+    v("experts_implementation", experts_implementation);
   }
 };
 

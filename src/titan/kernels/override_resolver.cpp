@@ -153,6 +153,16 @@ OverrideResolver::OverrideResolver(OverrideSettings settings, const KernelRegist
 }
 
 const Implementation& OverrideResolver::resolve(Op op, const std::string& path) {
+  try {
+    return resolve_unchecked(op, path);
+  } catch (const OverrideError&) {
+    throw;
+  } catch (const Error& e) {
+    throw OverrideError(e.what());
+  }
+}
+
+const Implementation& OverrideResolver::resolve_unchecked(Op op, const std::string& path) {
   int claimed_by = -1;
   for (size_t i = 0; i < entries_.size(); ++i) {
     const OverrideEntry& entry = entries_[i];
@@ -191,14 +201,18 @@ const Implementation& OverrideResolver::resolve(Op op, const std::string& path) 
 void OverrideResolver::finish() const {
   for (size_t i = 0; i < entries_.size(); ++i) {
     if (matches_[i] > 0) continue;
-    std::vector<std::string> paths;
-    for (const OverrideChoice& c : choices_)
-      if (c.op == entries_[i].op && paths.size() < 4) paths.push_back(c.path);
-    fail("override.imports entry '", entries_[i].text, "' matches no call site of ",
-         op_name(entries_[i].op),
-         paths.empty() ? std::string(" (this model has none)")
-                       : "; its module paths look like " + join(paths));
+    throw OverrideError(unmatched_message(i));
   }
+}
+
+std::string OverrideResolver::unmatched_message(size_t i) const {
+  std::vector<std::string> paths;
+  for (const OverrideChoice& c : choices_)
+    if (c.op == entries_[i].op && paths.size() < 4) paths.push_back(c.path);
+  return "override.imports entry '" + entries_[i].text + "' matches no call site of " +
+         std::string(op_name(entries_[i].op)) +
+         (paths.empty() ? std::string(" (this model has none)")
+                        : "; its module paths look like " + join(paths));
 }
 
 std::vector<std::string> OverrideResolver::summary(bool include_reference) const {

@@ -17,9 +17,16 @@
 #include <string>
 #include <vector>
 
+#include "titan/common/error.h"
 #include "titan/kernels/registry.h"
 
 namespace titan::kernels {
+
+// What resolve() and finish() throw: a titan::Error about the override entries themselves.
+class OverrideError : public Error {
+ public:
+  using Error::Error;
+};
 
 struct OverrideEntry {
   std::string text;  // the entry as written, for messages
@@ -74,6 +81,8 @@ class OverrideResolver {
   std::vector<std::string> summary(bool include_reference) const;
 
  private:
+  const Implementation& resolve_unchecked(Op op, const std::string& path);
+  std::string unmatched_message(size_t entry) const;
   const KernelRegistry* registry_;
   OverrideSettings settings_;
   std::vector<OverrideEntry> entries_;

@@ -2,6 +2,7 @@
 
 #include "titan/models/model_spec.h"
 #include "titan/models/qwen3/config_functions.h"
+#include "titan/models/transformers_configs.h"
 
 namespace titan::models {
 
@@ -10,6 +11,7 @@ config::ConfigRegistry& builtin_config_registry() {
   static config::ConfigRegistry& registry = []() -> config::ConfigRegistry& {
     config::ConfigRegistry& r = config::config_registry();
     register_qwen3_configs(r);
+    register_transformers_configs(r);
     return r;
   }();
   return registry;

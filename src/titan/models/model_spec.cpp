@@ -67,7 +67,9 @@ const ModelSpec& spec_for_hf_config(const nlohmann::json& hf_config, const std::
     }
   }
   std::string architectures;
-  if (hf_config.contains("architectures")) architectures = " " + hf_config["architectures"].dump();
+  if (hf_config.contains("architectures") && hf_config["architectures"].is_array() &&
+      !hf_config["architectures"].empty())
+    architectures = " " + hf_config["architectures"].dump();
   if (model_type.empty()) {
     fail(source, ": no model_type", architectures, "; supported model types: ", join(supported));
   }

@@ -62,6 +62,12 @@ struct OptimizerHooks {
 struct ModelSpec {
   std::string name;         // model.name
   std::string description;  // one line, for listings and errors
+  // Whether the model's own ops are overridable kernels (override.imports); otherwise only the
+  // loss's cross_entropy is (the Transformers backend runs Transformers' ops).
+  bool overridable_ops = true;
+  // The builder loads Hugging Face weights itself (checkpoint.initial_load_in_hf, or a model
+  // directory given to titan forward/eval/...): nothing is loaded through the adapter after.
+  bool loads_pretrained_in_build = false;
   // config.json model_type values this spec reads (titan forward/eval/... on an HF directory),
   // and the architectures it reads when a config.json has no model_type.
   std::vector<std::string> hf_model_types;

@@ -25,12 +25,20 @@ int64_t load_initial_state(const config::TrainerConfig& cfg, const models::Model
   std::string path = ck.initial_load_path;
   if (path.empty() && ck.initial_load_in_hf) path = cfg.model.hf_assets_path;
   if (path.empty()) {
-    if (talk) std::cout << "[titan] fresh initialisation (seed " << cfg.training.seed << ")" << std::endl;
+    if (talk)
+      std::cout << "[titan] fresh initialisation (seed " << cfg.training.seed << ")" << std::endl;
     return 0;
   }
   if (!ck.initial_load_in_hf && fs::exists(fs::path(path) / "manifest.json")) {
     checkpoints.load_from(path, ck.initial_load_model_only);
     if (talk) std::cout << "[titan] initial load from training checkpoint " << path << std::endl;
+    return 0;
+  }
+  if (spec.loads_pretrained_in_build) {
+    // The model spec's builder loaded them (Transformers' from_pretrained).
+    if (talk)
+      std::cout << "[titan] Hugging Face weights from " << path << " (loaded by the " << spec.name
+                << " backend)" << std::endl;
     return 0;
   }
   checkpoint::load_hf_weights(model, spec, path, layout);

@@ -1,0 +1,167 @@
+"""The Python half of titan's Transformers backend, run in titan's embedded interpreter.
+
+It builds a Hugging Face Transformers causal LM and hands its parameters to titan: each
+parameter is taken out of its module (titan owns it from then on, so that its optimizer,
+activation checkpointing and FSDP can train it) and pushed back, as a plain attribute, into the
+modules that read it just before they run. Nothing here knows a model family: it uses only
+AutoConfig, AutoModelForCausalLM and the standard decoder attributes (get_decoder(), .layers,
+get_input_embeddings(), get_output_embeddings()).
+"""
+import json
+
+import torch
+import transformers
+
+# titan prints its own progress; Transformers' bars and warnings would break its one-line errors.
+transformers.utils.logging.set_verbosity_error()
+transformers.utils.logging.disable_progress_bar()
+
+
+def make_config(source_dir, model_type, overrides, attn_implementation, experts_implementation):
+    """The model's config: from `source_dir`/config.json, else a fresh one of `model_type`,
+    then the `overrides` (a JSON object of config fields)."""
+    if source_dir:
+        config = transformers.AutoConfig.from_pretrained(source_dir)
+    else:
+        config = transformers.AutoConfig.for_model(model_type)
+    known = set(config.to_dict()) | set(type(config).__annotations__ if hasattr(
+        type(config), "__annotations__") else ())
+    for key, value in json.loads(overrides).items():
+        if key not in known and not hasattr(config, key):
+            raise ValueError(f"model.hf_config_overrides: {type(config).__name__} has no field "
+                             f"'{key}' (its fields: {', '.join(sorted(config.to_dict()))})")
+        setattr(config, key, value)
+    if attn_implementation:
+        config._attn_implementation = attn_implementation
+    if experts_implementation:
+        config._experts_implementation = experts_implementation
+    return config
+
+
+def build(config, pretrained_dir, seed, device, dtype):
+    """AutoModelForCausalLM from pretrained weights or freshly initialised (seeded)."""
+    kwargs = {"dtype": getattr(torch, dtype)}
+    if config._attn_implementation:
+        kwargs["attn_implementation"] = config._attn_implementation
+    try:
+        if pretrained_dir:
+            model = transformers.AutoModelForCausalLM.from_pretrained(pretrained_dir, config=config,
+                                                                      **kwargs)
+        else:
+            torch.manual_seed(seed)
+            model = transformers.AutoModelForCausalLM.from_config(config, **kwargs)
+    except ValueError as e:
+        if "Unrecognized configuration class" in str(e):
+            raise ValueError(f"model_type '{config.model_type}' is not a causal language model: "
+                             "AutoModelForCausalLM cannot build it") from None
+        raise
+    model.to(device=torch.device(device))
+    model.train()
+    # What save_pretrained records, so that exports name their class.
+    model.config.architectures = [type(model).__name__]
+    return model
+
+
+def structure(model):
+    """(decoder, layers, input embedding module, output embedding module or None)."""
+    decoder = model.get_decoder() if hasattr(model, "get_decoder") else None
+    layers = getattr(decoder, "layers", None)
+    if decoder is None or not isinstance(layers, torch.nn.ModuleList) or len(layers) == 0:
+        raise ValueError(f"{type(model).__name__} has no decoder with a `layers` list; the "
+                         "Transformers backend trains decoder-only causal LMs")
+    return decoder, layers, model.get_input_embeddings(), model.get_output_embeddings()
+
+
+def take_parameters(model):
+    """Removes every parameter from its modules. Returns [(name, tensor, [(module, attr)])] in
+    named_parameters order: a tied weight appears once, with every place that reads it."""
+    owners = {}
+    for module_name, module in model.named_modules(remove_duplicate=False):
+        for attr, param in module.named_parameters(recurse=False):
+            owners.setdefault(id(param), []).append((module, attr))
+    taken = []
+    for name, param in model.named_parameters():
+        sites = owners[id(param)]
+        taken.append((name, param.detach(), sites))
+    for _, _, sites in taken:
+        for module, attr in sites:
+            module._parameters.pop(attr, None)
+    # Transformers asks a model for its dtype and device through its parameters: one frozen
+    # scalar answers for them (it is not trained, exported or checkpointed).
+    anchor = taken[0][1] if taken else torch.zeros(())
+    model.register_parameter("_titan_anchor", torch.nn.Parameter(
+        torch.zeros((), dtype=anchor.dtype, device=anchor.device), requires_grad=False))
+    return taken
+
+
+def push(sites, tensors):
+    """Puts titan's tensors where the modules read their parameters."""
+    for place, tensor in zip(sites, tensors):
+        for module, attr in place:
+            module.__dict__[attr] = tensor
+
+
+def patch_forward(module, make):
+    """Replaces module.forward by make(original_forward)."""
+    module.forward = make(module.forward)
+
+
+def flops_numbers(config):
+    heads = config.num_attention_heads
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
+    return [int(config.num_hidden_layers), int(heads), int(head_dim)]
+
+
+def config_json(config):
+    return config.to_json_string(use_diff=False)
+
+
+def plan(model):
+    """Takes the parameters out and says where each belongs, as lists C++ reads:
+    (names, tensors, sites, units, output_index, input_index, flops numbers, router logits),
+    with units[i] = -2 for the root, -1 for the input embedding, n for decoder layer n."""
+    decoder, layers, embed, out = structure(model)
+    layer_modules = [set(layer.modules()) for layer in layers]
+    taken = take_parameters(model)
+    names, tensors, sites, units = [], [], [], []
+    output_index = input_index = -1
+    for index, (name, tensor, places) in enumerate(taken):
+        names.append(name)
+        tensors.append(tensor)
+        sites.append(places)
+        modules = [m for m, _ in places]
+        if any(m is embed for m in modules):
+            input_index = index
+        if out is not None and any(m is out for m in modules):
+            output_index = index
+        unit = -2
+        for n, members in enumerate(layer_modules):
+            if all(m in members for m in modules):
+                unit = n
+        if unit == -2 and modules and all(m is embed for m in modules):
+            unit = -1
+        units.append(unit)
+    if output_index < 0:
+        raise ValueError(f"{type(model).__name__} has no output embedding (lm_head) parameter")
+    router = bool(getattr(model.config, "output_router_logits", False))
+    return (names, tensors, sites, units, output_index, input_index,
+            flops_numbers(model.config), router)
+
+
+def decoder_forward(model, decoder, ids, router):
+    """The decoder's last hidden states (after its final norm), and the auxiliary loss of an MoE
+    model that asks for one (output_router_logits), scaled as the model's own forward does."""
+    if router:
+        out = decoder(input_ids=ids, use_cache=False, output_router_logits=True)
+    else:
+        out = decoder(input_ids=ids, use_cache=False)
+    aux = None
+    logits = getattr(out, "router_logits", None)
+    if router and logits is not None:
+        import sys
+        balance = getattr(sys.modules[type(model).__module__], "load_balancing_loss_func", None)
+        if balance is not None:
+            c = model.config
+            experts = getattr(c, "num_experts", None) or getattr(c, "num_local_experts")
+            aux = c.router_aux_loss_coef * balance(logits, experts, c.num_experts_per_tok, None)
+    return out.last_hidden_state, aux

@@ -1,0 +1,195 @@
+#include "titan/transformers_backend/transformers_model.h"
+
+#include <torch/csrc/utils/pybind.h>
+
+#include "titan/common/error.h"
+#include "titan/transformers_backend/python_runtime.h"
+
+namespace py = pybind11;
+
+namespace titan::transformers_backend {
+
+PyRef hold(py::object object) {
+  return PyRef(new py::object(std::move(object)), [](py::object* p) {
+    py::gil_scoped_acquire gil;
+    delete p;
+  });
+}
+
+HfUnit::HfUnit(std::string path, TransformersModel& owner, std::vector<size_t> slots)
+    : Module(std::move(path)), owner_(owner), slots_(std::move(slots)) {}
+
+models::Tensors HfUnit::forward(const models::Tensors& inputs,
+                                std::function<py::object(const models::Tensors&)> call) {
+  // A tuple result (older layers return one) contributes its first element, the hidden state.
+  return run_wrapped(inputs, [this, call](const models::Tensors& in) {
+    py::gil_scoped_acquire gil;
+    owner_.push(slots_);
+    py::object r;
+    try {
+      r = call(in);
+    } catch (const py::error_already_set& e) {
+      fail("the Transformers model failed in ", path(), ": ", describe(e));
+    }
+    if (py::isinstance<py::tuple>(r))
+      return models::Tensors{r.cast<py::tuple>()[0].cast<at::Tensor>()};
+    return models::Tensors{r.cast<at::Tensor>()};
+  });
+}
+
+void HfUnit::visit_parameters(const models::ParameterVisitor& visit) {
+  owner_.visit_slots(slots_, visit);
+}
+
+TransformersModel::TransformersModel(py::object model, py::object helper,
+                                     at::ScalarType compute_dtype)
+    : compute_dtype_(compute_dtype) {
+  model_ = hold(model);
+  helper_ = hold(helper);
+  py::tuple plan;
+  try {
+    plan = helper.attr("plan")(model).cast<py::tuple>();
+  } catch (const py::error_already_set& e) {
+    fail("cannot train this Transformers model: ", describe(e));
+  }
+  const auto names = plan[0].cast<std::vector<std::string>>();
+  const py::list tensors = plan[1];
+  sites_ = hold(plan[2]);
+  const auto units = plan[3].cast<std::vector<int64_t>>();
+  output_slot_ = plan[4].cast<size_t>();
+  const int64_t input_slot = plan[5].cast<int64_t>();
+  flops_numbers_ = plan[6].cast<std::vector<int64_t>>();
+  router_logits_ = plan[7].cast<bool>();
+  tied_ = input_slot >= 0 && static_cast<size_t>(input_slot) == output_slot_;
+  if (input_slot >= 0) input_embedding_name_ = names[input_slot];
+  py::tuple parts = helper.attr("structure")(model).cast<py::tuple>();
+  decoder_ = hold(parts[0]);
+  const py::list layers = parts[1];
+  config_json_ = hold(helper.attr("config_json")(model.attr("config")));
+
+  for (size_t i = 0; i < names.size(); ++i) {
+    // titan's leaf: the same storage as the Transformers parameter it replaces.
+    at::Tensor t = tensors[i].cast<at::Tensor>().detach();
+    t.requires_grad_(true);
+    slots_.push_back({names[i], t});
+  }
+  std::vector<size_t> root, embedding;
+  std::vector<std::vector<size_t>> per_layer(py::len(layers));
+  for (size_t i = 0; i < units.size(); ++i) {
+    if (units[i] >= 0) {
+      per_layer[units[i]].push_back(i);
+    } else if (units[i] == -1) {
+      embedding.push_back(i);
+    } else {
+      root.push_back(i);
+    }
+  }
+  root_ = std::make_unique<HfUnit>("root", *this, root);
+  if (!embedding.empty()) {
+    embedding_ = std::make_unique<HfUnit>("tok_embeddings", *this, embedding);
+    patch(*embedding_, parts[2]);
+  }
+  for (size_t n = 0; n < per_layer.size(); ++n) {
+    layers_.push_back(std::make_unique<HfUnit>("layers." + std::to_string(n), *this, per_layer[n]));
+    patch(*layers_.back(), layers[n]);
+  }
+  // Until the first forward, the Python modules hold titan's tensors (they are the same).
+  push(root);
+}
+
+TransformersModel::~TransformersModel() { slots_.clear(); }
+
+void TransformersModel::visit_slots(const std::vector<size_t>& which,
+                                    const models::ParameterVisitor& visit) {
+  for (size_t i : which) visit(slots_[i].name, slots_[i].tensor);
+}
+
+void TransformersModel::push(const std::vector<size_t>& which) {
+  py::list sites, tensors;
+  const py::list all_sites = *sites_;
+  for (size_t i : which) {
+    sites.append(all_sites[i]);
+    const at::Tensor& t = slots_[i].tensor;
+    // Weights are cast to the compute dtype where they are used (gradients reach the masters).
+    tensors.append(t.is_floating_point() && t.scalar_type() != compute_dtype_ ? t.to(compute_dtype_)
+                                                                              : t);
+  }
+  helper_->attr("push")(sites, tensors);
+}
+
+void TransformersModel::patch(HfUnit& unit, py::object module) {
+  HfUnit* target = &unit;
+  py::cpp_function make([target](py::object original) {
+    PyRef forward = hold(original);
+    return py::cpp_function([target, forward](py::args args, py::kwargs kwargs) -> py::object {
+      TITAN_CHECK(py::len(args) >= 1, "the Transformers model called ", target->path(),
+                  " without its input as the first argument");
+      const at::Tensor x = args[0].cast<at::Tensor>();
+      PyRef rest = hold(args[py::slice(1, py::len(args), 1)]);
+      PyRef keywords = hold(kwargs);
+      models::Tensors out;
+      {
+        // The wrappers (collectives, recomputation) run without the GIL.
+        py::gil_scoped_release release;
+        out = target->forward({x}, [forward, rest, keywords](const models::Tensors& in) {
+          return (*forward)(in[0], *py::reinterpret_borrow<py::tuple>(*rest),
+                            **py::reinterpret_borrow<py::dict>(*keywords));
+        });
+      }
+      return py::cast(out[0]);
+    });
+  });
+  helper_->attr("patch_forward")(module, make);
+}
+
+models::ModelOutput TransformersModel::forward(const at::Tensor& input_ids) {
+  TITAN_CHECK(input_ids.dim() == 2, "input ids must be [batch, seq], got ", input_ids.sizes());
+  const at::Tensor ids = input_ids.to(slots_[output_slot_].tensor.device(), at::kLong);
+  auto aux = std::make_shared<at::Tensor>();
+  const models::Tensors out =
+      root_->forward({ids}, [this, aux](const models::Tensors& in) -> py::object {
+        py::tuple r = helper_->attr("decoder_forward")(*model_, *decoder_, in[0], router_logits_);
+        if (!r[1].is_none()) *aux = r[1].cast<at::Tensor>();
+        return r[0];
+      });
+  models::ModelOutput result;
+  result.hidden = out[0];
+  result.extra_loss = *aux;
+  return result;
+}
+
+at::Tensor TransformersModel::output_weight() { return slots_[output_slot_].tensor; }
+
+NamedTensors TransformersModel::named_parameters() {
+  NamedTensors out;
+  for (const Slot& s : slots_) out.emplace_back(s.name, s.tensor);
+  return out;
+}
+
+nlohmann::json TransformersModel::hf_config(const std::string& dtype) const {
+  std::string text;
+  {
+    py::gil_scoped_acquire gil;
+    text = config_json_->cast<std::string>();
+  }
+  nlohmann::json config = nlohmann::json::parse(text);
+  config["dtype"] = dtype;
+  config["torch_dtype"] = dtype;
+  return config;
+}
+
+std::vector<models::Module*> TransformersModel::modules() {
+  std::vector<models::Module*> out;
+  if (embedding_) out.push_back(embedding_.get());
+  for (auto& layer : layers_) out.push_back(layer.get());
+  out.push_back(root_.get());
+  return out;
+}
+
+std::vector<models::Module*> TransformersModel::blocks() {
+  std::vector<models::Module*> out;
+  for (auto& layer : layers_) out.push_back(layer.get());
+  return out;
+}
+
+}  // namespace titan::transformers_backend

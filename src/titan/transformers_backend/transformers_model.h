@@ -1,0 +1,85 @@
+// A Hugging Face Transformers causal LM as a titan Model: the first training path. The model is
+// Transformers' own Python module, run in the embedded interpreter; titan owns its parameters
+// (slots the optimizer, activation checkpointing and FSDP use) and pushes them into the Python
+// modules just before each unit runs. Units, for the wrappers:
+//   layers.N  each decoder layer (its forward is patched to run through the unit's wrappers)
+//   tok_embeddings  the input embedding, when it is not tied to the head
+//   root      everything else (final norm, head, a tied embedding): the whole decoder forward
+// The head is applied by titan's loss (output_weight()), so the [tokens, vocab] logits are
+// never materialised.
+#pragma once
+
+#include <pybind11/pybind11.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "titan/models/model.h"
+
+namespace titan::transformers_backend {
+
+// A Python object owned from C++: released under the GIL wherever its last owner dies (an
+// autograd engine thread, a wrapper's copy of a forward).
+using PyRef = std::shared_ptr<pybind11::object>;
+PyRef hold(pybind11::object object);
+
+class TransformersModel;
+
+class HfUnit : public models::Module {
+ public:
+  HfUnit(std::string path, TransformersModel& owner, std::vector<size_t> slots);
+  void visit_parameters(const models::ParameterVisitor& visit) override;
+  // Runs `call` (Python, under the GIL it takes) through the wrappers, with this unit's
+  // parameters pushed into the Python modules first. Call without holding the GIL.
+  models::Tensors forward(const models::Tensors& inputs,
+                          std::function<pybind11::object(const models::Tensors&)> call);
+  const std::vector<size_t>& slots() const { return slots_; }
+
+ private:
+  TransformersModel& owner_;
+  std::vector<size_t> slots_;
+};
+
+class TransformersModel : public models::Model {
+ public:
+  // `model` is the built AutoModelForCausalLM; the GIL must be held.
+  TransformersModel(pybind11::object model, pybind11::object helper, at::ScalarType compute_dtype);
+  ~TransformersModel() override;
+
+  models::ModelOutput forward(const at::Tensor& input_ids) override;
+  at::Tensor output_weight() override;
+  NamedTensors named_parameters() override;
+  nlohmann::json hf_config(const std::string& dtype) const override;
+  std::vector<models::Module*> modules() override;
+  std::vector<models::Module*> blocks() override;
+
+  // For FLOPs: decoder layers, attention heads, head dim.
+  const std::vector<int64_t>& flops_numbers() const { return flops_numbers_; }
+  bool tied() const { return tied_; }
+  const std::string& input_embedding_name() const { return input_embedding_name_; }
+
+  // Puts the current slot tensors of `slots` into the Python modules (GIL held).
+  void push(const std::vector<size_t>& slots);
+  void visit_slots(const std::vector<size_t>& slots, const models::ParameterVisitor& visit);
+
+ private:
+  struct Slot {
+    std::string name;
+    at::Tensor tensor;
+  };
+  void patch(HfUnit& unit, pybind11::object module);
+
+  at::ScalarType compute_dtype_;
+  std::vector<Slot> slots_;
+  PyRef model_, helper_, decoder_, sites_, config_json_;
+  size_t output_slot_ = 0;
+  bool tied_ = false;
+  bool router_logits_ = false;
+  std::string input_embedding_name_;
+  std::vector<int64_t> flops_numbers_;
+  std::unique_ptr<HfUnit> embedding_, root_;
+  std::vector<std::unique_ptr<HfUnit>> layers_;
+};
+
+}  // namespace titan::transformers_backend

@@ -4,6 +4,7 @@ import json
 import pytest
 import torch
 from safetensors.torch import load_file
+from tokenizers import Tokenizer
 from transformers import AutoModelForCausalLM
 
 from conftest import run_titan

@@ -261,10 +261,15 @@ def test_token_out_of_vocabulary_is_named(small_dir, tmp_path):
     assert proc.returncode != 0 and "384" in proc.stderr, proc.stderr
 
 
-def test_transformers_backend_is_not_built_yet(small_dir, tmp_path):
-    proc = run_titan("forward", "--model", small_dir, "--tokens", "1", "--backend",
-                     "transformers", "--output", tmp_path / "o.safetensors", check=False)
-    assert proc.returncode != 0 and "transformers" in proc.stderr, proc.stderr
+def test_transformers_backend_gives_the_native_logits(small_dir, tmp_path):
+    logits = {}
+    for backend in ("native", "transformers"):
+        out = tmp_path / f"{backend}.safetensors"
+        run_titan("forward", "--model", small_dir, "--tokens", "5,9,2,200,7", "--backend",
+                  backend, "--output", out)
+        logits[backend] = load_file(str(out))["logits"]
+    err = (logits["transformers"] - logits["native"]).abs().max() / logits["native"].abs().max()
+    assert err.item() < 1e-5
 
 
 def test_tokens_file_gives_the_same_logits(small_dir, tmp_path):

@@ -218,9 +218,8 @@ std::vector<std::string> write_hf_weights(const std::string& dir, const NamedTen
   std::vector<PlannedTensor> planned;
   for (size_t i = 0; i < hf_tensors.size(); ++i) {
     const at::Tensor& t = hf_tensors[i].second;
-    planned.push_back({{hf_tensors[i].first, exported_dtype(t.scalar_type(), export_dtype),
-                        t.sizes().vec()},
-                       i});
+    planned.push_back(
+        {{hf_tensors[i].first, exported_dtype(t.scalar_type(), export_dtype), t.sizes().vec()}, i});
   }
   // Cast one tensor at a time (on the tensor's own device, which is faster on a GPU), so the
   // export never holds a second copy of the model.
@@ -278,7 +277,8 @@ void export_hf_directory(models::Model& model, const models::ModelSpec& spec,
   std::vector<std::pair<size_t, std::map<std::string, at::Tensor>>> cache;
   auto fetch = [&](size_t k) -> at::Tensor {
     const size_t j = planned[k].source;
-    auto hit = std::find_if(cache.begin(), cache.end(), [&](const auto& c) { return c.first == j; });
+    auto hit =
+        std::find_if(cache.begin(), cache.end(), [&](const auto& c) { return c.first == j; });
     if (hit == cache.end()) {
       const at::Tensor full = layout.full(native[j].first, native[j].second);
       std::map<std::string, at::Tensor> pieces;

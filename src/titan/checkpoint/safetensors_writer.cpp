@@ -3,10 +3,10 @@
 // `safetensors.torch.save_file(tensors, path, metadata={"format": "pt"})`.
 #include <algorithm>
 #include <cstdio>
+#include <functional>
 #include <numeric>
 #include <set>
 #include <string_view>
-#include <functional>
 
 #include "titan/checkpoint/file_util.h"
 #include "titan/checkpoint/safetensors.h"
@@ -146,8 +146,8 @@ void write_safetensors_streamed(const std::string& path, const std::vector<Tenso
   for (size_t i : order) {
     const TensorSpec& spec = specs[i];
     at::Tensor t = data(i);
-    TITAN_CHECK(t.defined() && t.scalar_type() == spec.dtype && t.sizes().vec() == spec.shape,
-                path, ": tensor '", spec.name, "' does not match its header entry");
+    TITAN_CHECK(t.defined() && t.scalar_type() == spec.dtype && t.sizes().vec() == spec.shape, path,
+                ": tensor '", spec.name, "' does not match its header entry");
     // Written in its own dtype: any conversion is the caller's decision.
     t = t.detach().to(at::kCPU).contiguous();
     if (t.is_conj()) t = t.resolve_conj();

@@ -135,8 +135,8 @@ CheckpointReader::CheckpointReader(const std::string& step_dir)
     const std::string part = entry["part"].get<std::string>();
     for (const auto& [name, t] : entry["tensors"].items()) {
       const std::string tensor_where = file_where + ".tensors." + name;
-      TITAN_CHECK(t.is_object() && t.contains("global_shape") && t.contains("slice"),
-                  tensor_where, " needs 'global_shape' and 'slice'");
+      TITAN_CHECK(t.is_object() && t.contains("global_shape") && t.contains("slice"), tensor_where,
+                  " needs 'global_shape' and 'slice'");
       Piece piece;
       piece.file = (fs::path(step_dir) / file).string();
       piece.global_shape = json_ints(t["global_shape"], tensor_where + ".global_shape");
@@ -204,8 +204,8 @@ at::Tensor CheckpointReader::read_rows(const std::string& part, const std::strin
     out.narrow(0, from - begin, to - from).copy_(data.narrow(0, from - piece.row_begin, to - from));
     filled += to - from;
   }
-  TITAN_CHECK(filled == end - begin, dir_, ": rows [", begin, ", ", end, ") of ", part,
-              " tensor '", name, "' are not all in the checkpoint's files");
+  TITAN_CHECK(filled == end - begin, dir_, ": rows [", begin, ", ", end, ") of ", part, " tensor '",
+              name, "' are not all in the checkpoint's files");
   if (!out.defined()) {  // an empty range
     std::vector<int64_t> shape = global;
     shape[0] = 0;
@@ -246,8 +246,8 @@ void CheckpointStore::save(const TrainingCheckpoint& ckpt,
     write(ckpt, coordination);
   } catch (const fs::filesystem_error& e) {
     // A full disk, a read-only folder, a file where a folder should be: name the checkpoint.
-    fail("cannot write training checkpoint ", step_dir(ckpt.step), ": ", e.code().message(),
-         " (", e.path1().string(), ")");
+    fail("cannot write training checkpoint ", step_dir(ckpt.step), ": ", e.code().message(), " (",
+         e.path1().string(), ")");
   }
 }
 
@@ -335,7 +335,8 @@ TrainingCheckpoint CheckpointStore::load(int64_t step,
   for (const std::string part : kParts) {
     if (excluded(exclude, part)) continue;
     NamedTensors& out = part_tensors(ckpt, part);
-    for (const std::string& name : reader.names(part)) out.emplace_back(name, reader.read(part, name));
+    for (const std::string& name : reader.names(part))
+      out.emplace_back(name, reader.read(part, name));
   }
   for (const std::string part : {"lr_scheduler", "dataloader", "train_state"})
     if (excluded(exclude, part)) ckpt.state.erase(part);

@@ -89,7 +89,7 @@ class CheckpointReader {
   std::string dir_;
   int64_t step_ = 0;
   nlohmann::json state_;
-  std::map<std::string, std::vector<std::string>> order_;           // part -> names
+  std::map<std::string, std::vector<std::string>> order_;  // part -> names
   std::map<std::pair<std::string, std::string>, std::vector<Piece>> pieces_;
   struct Files;
   std::unique_ptr<Files> files_;

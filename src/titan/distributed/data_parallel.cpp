@@ -199,9 +199,8 @@ void DataParallel::reduce(Unit& unit) {
   if (sharded()) {
     for (Param& p : unit.params) {
       // Every rank passes the same list, with zeros for a gradient that did not arise here.
-      at::Tensor padded =
-          at::zeros(with_rows(p.buffer.sizes(), p.buffer.size(0)),
-                    p.buffer.options().dtype(options_.reduce_dtype));
+      at::Tensor padded = at::zeros(with_rows(p.buffer.sizes(), p.buffer.size(0)),
+                                    p.buffer.options().dtype(options_.reduce_dtype));
       const at::Tensor grad = p.gathered.grad();
       if (grad.defined()) padded.narrow(0, 0, p.rows.rows).copy_(grad);
       p.gathered.mutable_grad() = at::Tensor();

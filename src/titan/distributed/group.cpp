@@ -17,13 +17,17 @@ struct InFlight {
 
 c10d::ReduceOp to_c10d(ReduceOp op) {
   switch (op) {
-    case ReduceOp::kMax: return c10d::ReduceOp::MAX;
-    case ReduceOp::kMin: return c10d::ReduceOp::MIN;
-    default: return c10d::ReduceOp::SUM;
+    case ReduceOp::kMax:
+      return c10d::ReduceOp::MAX;
+    case ReduceOp::kMin:
+      return c10d::ReduceOp::MIN;
+    default:
+      return c10d::ReduceOp::SUM;
   }
 }
 
-[[noreturn]] void fail_collective(const std::string& what, const std::function<std::string()>& diagnose,
+[[noreturn]] void fail_collective(const std::string& what,
+                                  const std::function<std::string()>& diagnose,
                                   const std::string& why) {
   std::string who = diagnose ? diagnose() : std::string();
   fail(what, " failed", who.empty() ? std::string() : ": " + who, " (", why, ")");
@@ -103,8 +107,8 @@ Group::Pending Group::all_gather_async(std::vector<at::Tensor>& outputs,
 
 Group::Pending Group::reduce_scatter_async(std::vector<at::Tensor>& outputs,
                                            std::vector<at::Tensor>& inputs) {
-  TITAN_CHECK(outputs.size() == inputs.size(), "reduce_scatter: ", outputs.size(),
-              " outputs for ", inputs.size(), " inputs");
+  TITAN_CHECK(outputs.size() == inputs.size(), "reduce_scatter: ", outputs.size(), " outputs for ",
+              inputs.size(), " inputs");
   if (!impl_->backend) {
     for (size_t i = 0; i < inputs.size(); ++i) outputs[i].copy_(inputs[i]);
     return {};

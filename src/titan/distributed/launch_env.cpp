@@ -28,8 +28,8 @@ LaunchEnv launch_env_from_environment() {
   LaunchEnv env;
   env.world_size = get_int("WORLD_SIZE", 1, 1);
   env.rank = get_int("RANK", 0, 0);
-  TITAN_CHECK(env.rank < env.world_size, "RANK=", env.rank, " is not below WORLD_SIZE=",
-              env.world_size);
+  TITAN_CHECK(env.rank < env.world_size, "RANK=", env.rank,
+              " is not below WORLD_SIZE=", env.world_size);
   env.local_rank = get_int("LOCAL_RANK", env.rank, 0);
   env.local_world_size = get_int("LOCAL_WORLD_SIZE", env.world_size, 1);
   env.master_addr = get("MASTER_ADDR", "127.0.0.1");

@@ -7,8 +7,9 @@ namespace titan::distributed {
 
 c10::intrusive_ptr<c10d::Backend> make_nccl_backend(const c10::intrusive_ptr<c10d::Store>&, int,
                                                     int, int64_t, std::chrono::milliseconds) {
-  fail("this build has no CUDA, so no NCCL: train on the CPU (training.device cpu) or build with "
-       "`make build-cuda`");
+  fail(
+      "this build has no CUDA, so no NCCL: train on the CPU (training.device cpu) or build with "
+      "`make build-cuda`");
 }
 
 }  // namespace titan::distributed

@@ -59,8 +59,8 @@ World::World(const LaunchEnv& env, const WorldOptions& options)
     if (env_.agent_store) {
       store_options.isServer = false;
       auto tcp = c10::make_intrusive<c10d::TCPStore>(env_.master_addr, store_options);
-      state_->store = c10::make_intrusive<c10d::PrefixStore>(
-          "/worker/attempt_" + env_.restart_count, tcp);
+      state_->store =
+          c10::make_intrusive<c10d::PrefixStore>("/worker/attempt_" + env_.restart_count, tcp);
     } else {
       store_options.isServer = env_.rank == 0;
       store_options.multiTenant = true;
@@ -73,7 +73,8 @@ World::World(const LaunchEnv& env, const WorldOptions& options)
   state_->store->add(key_for_rank(env_.rank), 1);
   state_->heartbeat = std::thread([this] {
     std::unique_lock<std::mutex> lock(state_->mutex);
-    while (!state_->stop_signal.wait_for(lock, kHeartbeatPeriod, [this] { return state_->stopping; })) {
+    while (!state_->stop_signal.wait_for(lock, kHeartbeatPeriod,
+                                         [this] { return state_->stopping; })) {
       try {
         state_->store->add(key_for_rank(env_.rank), 1);
       } catch (...) {
@@ -130,8 +131,7 @@ std::shared_ptr<Group> World::new_group(const std::string& name,
       impl->backend = c10::make_intrusive<c10d::ProcessGroupGloo>(
           prefixed, static_cast<int>(impl->rank), size, gloo);
     } catch (const std::exception& e) {
-      fail("creating the Gloo process group ", name, " failed on rank ", env_.rank, ": ",
-           e.what());
+      fail("creating the Gloo process group ", name, " failed on rank ", env_.rank, ": ", e.what());
     }
 #else
     fail("this build has no Gloo (the gloo headers were missing at build time): multi-process ",

@@ -15,7 +15,7 @@
 namespace titan::distributed {
 
 struct WorldOptions {
-  bool cuda = false;          // NCCL on the device `device_index`, else Gloo on the CPU
+  bool cuda = false;  // NCCL on the device `device_index`, else Gloo on the CPU
   int64_t device_index = 0;
   std::chrono::milliseconds init_timeout{std::chrono::seconds(300)};   // rendezvous, set-up
   std::chrono::milliseconds train_timeout{std::chrono::seconds(100)};  // every later collective

@@ -131,11 +131,11 @@ checkpoint::TrainingCheckpoint CheckpointManager::snapshot(int64_t step) const {
 void CheckpointManager::restore(const std::string& step_dir,
                                 const std::vector<std::string>& exclude) {
   for (const auto& part : exclude) {
-    TITAN_CHECK(std::find(checkpoint::checkpoint_parts().begin(),
-                          checkpoint::checkpoint_parts().end(),
-                          part) != checkpoint::checkpoint_parts().end(),
-                "checkpoint.exclude_from_loading: unknown part '", part,
-                "'; accepted: model, optimizer, lr_scheduler, dataloader, train_state, rng");
+    TITAN_CHECK(
+        std::find(checkpoint::checkpoint_parts().begin(), checkpoint::checkpoint_parts().end(),
+                  part) != checkpoint::checkpoint_parts().end(),
+        "checkpoint.exclude_from_loading: unknown part '", part,
+        "'; accepted: model, optimizer, lr_scheduler, dataloader, train_state, rng");
   }
   const checkpoint::CheckpointReader reader(step_dir);
   if (!excluded(exclude, "model")) {

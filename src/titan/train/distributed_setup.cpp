@@ -24,8 +24,8 @@ void connect(DistributedSetup& setup, const config::TrainerConfig& cfg, const Pr
   if (setup.dims.data_parallel()) {
     distributed::DataParallelOptions dp;
     dp.param_dtype = precision.compute_dtype;
-    dp.reduce_dtype = dtype_from_name(cfg.training.mixed_precision_reduce,
-                                      "training.mixed_precision_reduce");
+    dp.reduce_dtype =
+        dtype_from_name(cfg.training.mixed_precision_reduce, "training.mixed_precision_reduce");
     setup.data_parallel = std::make_unique<distributed::DataParallel>(setup.groups, dp);
   }
 }

@@ -9,13 +9,13 @@
 #include <unistd.h>
 
 #include "titan/common/error.h"
+#include "titan/config/config_fields.h"
 #include "titan/config/field_values.h"
 #include "titan/config/validate.h"
 #include "titan/data/data_loader.h"
 #include "titan/data/tokenizer/tokenizer.h"
 #include "titan/kernels/override_resolver.h"
 #include "titan/models/model_spec.h"
-#include "titan/config/config_fields.h"
 #include "titan/train/checkpoint_manager.h"
 #include "titan/train/distributed_setup.h"
 #include "titan/train/final_export.h"
@@ -139,9 +139,10 @@ class Trainer {
     distributed::World& world = *dist_.world;
     if (c.rank == 0) {
       const auto now = std::chrono::system_clock::now().time_since_epoch();
-      world.store_set("titan/checkpoint_run_id",
-                      std::to_string(::getpid()) + "-" +
-                          std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(now).count()));
+      world.store_set(
+          "titan/checkpoint_run_id",
+          std::to_string(::getpid()) + "-" +
+              std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(now).count()));
     }
     c.run_id = world.store_get("titan/checkpoint_run_id");
     c.publish = [&world](const std::string& key, const std::string& value) {

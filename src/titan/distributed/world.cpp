@@ -16,6 +16,7 @@
 
 #include "titan/common/error.h"
 #include "titan/common/strings.h"
+#include "titan/config/field_values.h"
 #include "titan/distributed/group_impl.h"
 #include "titan/distributed/nccl_backend.h"
 
@@ -195,7 +196,7 @@ int64_t World::store_add(const std::string& key, int64_t amount) {
   if (!state_->store) {
     int64_t value = 0;
     auto it = state_->local_store.find(key);
-    if (it != state_->local_store.end()) value = std::stoll(it->second);
+    if (it != state_->local_store.end()) config::parse_int64(it->second, value);
     state_->local_store[key] = std::to_string(value + amount);
     return value + amount;
   }

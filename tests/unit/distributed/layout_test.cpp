@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 
+#include "../error_of.h"
 #include "titan/common/error.h"
 #include "titan/distributed/group.h"
 #include "titan/distributed/launch_env.h"
@@ -13,14 +14,7 @@
 namespace titan::distributed {
 namespace {
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const titan::Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using titan::testing::error_of;
 
 TEST(RowShard, UnevenRowsArePaddedAndEveryRowHasOneOwner) {
   // The vocabulary of Qwen3 does not divide 7 ranks (torchtitan issue #1136's case).

@@ -3,6 +3,7 @@
 // Each test uses its own KernelRegistry (with the built-ins) so that nothing leaks between them.
 #include <gtest/gtest.h>
 
+#include "../error_of.h"
 #include "titan/common/error.h"
 #include "titan/kernels/override_resolver.h"
 #include "titan/kernels/reference/reference.h"
@@ -36,14 +37,7 @@ OverrideSettings settings(std::vector<std::string> imports, bool fallback = fals
   return s;
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const titan::Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using titan::testing::error_of;
 
 TEST(KernelRegistry, EveryOpHasAReferenceImplementation) {
   KernelRegistry registry;

@@ -22,10 +22,15 @@ using testing::flatten;
 const std::vector<std::string> kSizes = {"0_6b", "1_7b", "4b",      "8b",
                                          "14b",  "32b",  "30b_a3b", "235b_a22b"};
 
-TrainerConfig resolve_builtin(const std::string& name, std::vector<std::string> extra = {}) {
-  std::vector<std::string> args = {"--module", "qwen3", "--config", name};
+TrainerConfig resolve_builtin_in(const std::string& module, const std::string& name,
+                                 std::vector<std::string> extra = {}) {
+  std::vector<std::string> args = {"--module", module, "--config", name};
   args.insert(args.end(), extra.begin(), extra.end());
   return resolve_config(args, models::builtin_resolve_options());
+}
+
+TrainerConfig resolve_builtin(const std::string& name, std::vector<std::string> extra = {}) {
+  return resolve_builtin_in("qwen3", name, std::move(extra));
 }
 
 TEST(Qwen3Configs, ModelNameIsCheckedAgainstTheModelRegistry) {
@@ -42,7 +47,8 @@ TEST(Qwen3Configs, ModelNameIsCheckedAgainstTheModelRegistry) {
 TEST(Qwen3Configs, RegistersEveryPromisedFunction) {
   const auto& registry = models::builtin_config_registry();
   std::vector<std::string> expected = {"qwen3_debugmodel", "qwen3_debugmodel_moe",
-                                       "qwen3_debugmodel_default_job"};
+                                       "qwen3_debugmodel_default_job", "titan_kernels_qwen3",
+                                       "titan_kernels_qwen3_debugmodel"};
   for (const auto& size : kSizes) {
     expected.push_back("qwen3_" + size);
     expected.push_back("qwen3_" + size + "_finetune");
@@ -75,6 +81,31 @@ TEST(Qwen3Configs, EachResolvesValidatesAndNamesARealFlavor) {
     apply_toml_text(reloaded, to_toml(c), fn.name + ".toml");
     EXPECT_EQ(flatten(reloaded), flatten(c));
   }
+}
+
+// The third path: the native MoE with the fused kernels, the data-parallel setting of the
+// Transformers-backend recipe, and reference where a kernel does not fit the device.
+TEST(Qwen3Configs, KernelConfigsSelectTheFusedKernels) {
+  const TrainerConfig backend =
+      resolve_builtin_in("transformers_modeling_backend", "transformers_modeling_backend_full");
+  for (const char* name : {"titan_kernels_qwen3", "titan_kernels_qwen3_debugmodel"}) {
+    SCOPED_TRACE(name);
+    const TrainerConfig c = resolve_builtin(name);
+    EXPECT_TRUE(models::qwen3_flavor(c.model.flavor).is_moe());
+    EXPECT_NE(
+        std::find(c.overrides.imports.begin(), c.overrides.imports.end(), "moe_experts=fused"),
+        c.overrides.imports.end());
+    EXPECT_NE(std::find(c.overrides.imports.begin(), c.overrides.imports.end(), "rms_norm=fused"),
+              c.overrides.imports.end());
+    EXPECT_TRUE(c.overrides.fallback);
+    EXPECT_EQ(c.parallelism.data_parallel_shard_degree,
+              backend.parallelism.data_parallel_shard_degree);
+  }
+  EXPECT_EQ(resolve_builtin("titan_kernels_qwen3").model.flavor, "30B-A3B");
+  const TrainerConfig debug = resolve_builtin("titan_kernels_qwen3_debugmodel");
+  const TrainerConfig plain = resolve_builtin("qwen3_debugmodel_moe");
+  EXPECT_EQ(debug.model.flavor, plain.model.flavor);
+  EXPECT_EQ(debug.model.moe_load_balancing, plain.model.moe_load_balancing);
 }
 
 TEST(Qwen3Configs, DebugModelsAreTinyWithTheRealVocabulary) {

@@ -127,6 +127,45 @@ TrainerConfig default_job() {
   return c;
 }
 
+// The third training path: the native Qwen3-MoE with the fused kernels of kernels/cpu and
+// kernels/cuda attached through the override registry (the counterpart of a vendor recipe
+// that attaches its MoE kernels to torchtitan's Qwen3 with an override). The ops without a
+// kernel for the run's device (rope, swiglu and cross_entropy have CUDA kernels only) keep
+// reference there: override.fallback, with a warning.
+void use_fused_kernels(TrainerConfig& c) {
+  c.overrides.imports = {"moe_experts=fused", "rms_norm=fused", "rope=fused",
+                         "cross_entropy=fused"};
+  c.overrides.fallback = true;
+}
+
+// titan_kernels_qwen3(): Qwen3-30B-A3B (tokenizer and, when present, config.json from
+// assets/hf/Qwen3-30B-A3B, checked against the flavor), with the data-parallel setting of the
+// Transformers-backend recipe (FSDP over every rank).
+TrainerConfig titan_kernels_qwen3() {
+  TrainerConfig c = pretrain_moe("30B-A3B", "titan_kernels_qwen3", 2, 3e-4, "selective");
+  c.job.description = "Qwen3-30B-A3B, native model with the fused kernels";
+  c.model.hf_model = "Qwen/Qwen3-30B-A3B";
+  c.model.hf_assets_path = "assets/hf/Qwen3-30B-A3B";
+  c.training.dataset = "python_stdlib";
+  c.training.dataset_path = "assets/corpus/python_stdlib.jsonl";
+  c.training.seq_len = 2048;
+  c.parallelism.data_parallel_shard_degree = -1;
+  use_fused_kernels(c);
+  return c;
+}
+
+// The MoE debug model (8 experts, top-2) with the same kernels; 2 CPU cores. With
+// --model.flavor auto and a folder with a config.json in model.hf_assets_path, the model comes
+// from there instead.
+TrainerConfig titan_kernels_qwen3_debugmodel() {
+  TrainerConfig c = debug_model("debugmodel_moe", "titan_kernels_qwen3_debugmodel");
+  c.job.description = "Qwen3-MoE debug model with the fused kernels";
+  c.model.moe_load_balancing = "aux_loss";
+  c.parallelism.data_parallel_shard_degree = -1;
+  use_fused_kernels(c);
+  return c;
+}
+
 struct Size {
   const char* config;  // config-function suffix
   const char* flavor;
@@ -161,6 +200,11 @@ void register_qwen3_configs(config::ConfigRegistry& registry) {
         return c;
       },
       "tiny Qwen3-MoE (8 experts, top-2, real vocabulary), 20 steps");
+  registry.add("qwen3", "titan_kernels_qwen3", titan_kernels_qwen3,
+               "Qwen3-30B-A3B (config from assets/hf/Qwen3-30B-A3B) with the fused kernels, FSDP "
+               "over every rank");
+  registry.add("qwen3", "titan_kernels_qwen3_debugmodel", titan_kernels_qwen3_debugmodel,
+               "the MoE debug model with the fused kernels; 2 CPU cores");
   registry.add("qwen3", "qwen3_debugmodel_default_job", default_job,
                "the `make train` job: debugmodel on assets/corpus/python_stdlib.jsonl, HF export");
   for (const Size& size : kSizes) {

@@ -1,0 +1,64 @@
+"""The third training path: the native Qwen3-MoE with the fused kernels attached through the
+override registry (config titan_kernels_qwen3_debugmodel). Its losses equal the reference path's
+for 10 steps, the log names every replacement, and a bf16 run stays within bf16 tolerance."""
+import pytest
+
+from conftest import read_metrics, run_titan
+
+STEPS = 10
+
+
+def train(tmp_path, name, corpus, tokenizer_dir, config, *extra):
+    dump = tmp_path / name
+    proc = run_titan(
+        "train", "--module", "qwen3", "--config", config,
+        "--training.local_batch_size", "2", "--training.seq_len", "64",
+        "--training.steps", str(STEPS), "--metrics.log_freq", "1",
+        "--job.dump_folder", dump, "--training.dataset_path", corpus,
+        "--model.hf_assets_path", tokenizer_dir, *extra)
+    return proc, [m["loss"] for m in read_metrics(dump)]
+
+
+def test_kernels_path_trains_to_the_reference_losses(tmp_path, small_corpus, tokenizer_dir):
+    _, reference = train(tmp_path, "reference", small_corpus, tokenizer_dir,
+                         "qwen3_debugmodel_moe")
+    proc, fused = train(tmp_path, "fused", small_corpus, tokenizer_dir,
+                        "titan_kernels_qwen3_debugmodel")
+    assert len(reference) == len(fused) == STEPS
+    for step, (a, b) in enumerate(zip(reference, fused), 1):
+        assert abs(a - b) <= 1e-5 * abs(a), f"step {step}: reference {a}, fused {b}"
+    assert reference[-1] < reference[0]  # it trains
+    log = [line for line in proc.stdout.splitlines() if line.startswith("[override]")]
+    assert "[override] moe_experts: layers.{0..3}.moe -> fused" in log, proc.stdout
+    assert any(line.startswith("[override] rms_norm: layers.{0..3}.attention_norm")
+               and line.endswith("norm -> fused") for line in log), log
+    # rope and cross_entropy have CUDA kernels only: on the CPU they fall back, and say so.
+    assert "'rope=fused' (override.fallback)" in proc.stderr + proc.stdout
+
+
+def test_kernels_path_in_bfloat16_stays_within_bf16_tolerance(tmp_path, small_corpus,
+                                                              tokenizer_dir):
+    # The tolerance is reference's own bf16 error: how far its bf16 losses are from its fp32
+    # ones (at the worst step), with a margin.
+    bf16 = ("--training.mixed_precision_param", "bfloat16")
+    _, exact = train(tmp_path, "fp32", small_corpus, tokenizer_dir, "qwen3_debugmodel_moe")
+    _, reference = train(tmp_path, "reference", small_corpus, tokenizer_dir,
+                         "qwen3_debugmodel_moe", *bf16)
+    _, fused = train(tmp_path, "fused", small_corpus, tokenizer_dir,
+                     "titan_kernels_qwen3_debugmodel", *bf16)
+    assert reference != exact  # the bf16 runs really compute in bf16
+    tolerance = 3 * max(abs(a - b) for a, b in zip(reference, exact)) + 1e-4
+    for step, (a, b) in enumerate(zip(exact, fused), 1):
+        assert abs(a - b) <= tolerance, f"step {step}: fp32 reference {a}, bf16 fused {b}"
+
+
+@pytest.mark.parametrize("imports", ["moe_experts=fused@layers.9.*", "rope=fused"])
+def test_kernels_path_errors_name_the_entry(tmp_path, small_corpus, tokenizer_dir, imports):
+    # A glob that matches nothing; a CUDA-only kernel on the CPU without fallback.
+    proc = run_titan(
+        "train", "--module", "qwen3", "--config", "qwen3_debugmodel_moe",
+        "--training.steps", "1", "--job.dump_folder", tmp_path / "x",
+        "--training.dataset_path", small_corpus, "--model.hf_assets_path", tokenizer_dir,
+        "--override.imports", imports, check=False)
+    assert proc.returncode != 0
+    assert f"'{imports}'" in proc.stderr, proc.stderr

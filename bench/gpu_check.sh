@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The one prepared call on the GPU machine (it has torch in python3 but no package registry):
-# build with CUDA against python3's torch, run the GPU checks and the throughput benchmark,
-# print a short table last. Logs go to $OUT (or the first argument).
+# build with CUDA against python3's torch, run the GPU checks (the fused kernels against
+# reference, the three training paths), the kernel and throughput benchmarks, and print a short
+# table last. Logs go to $OUT (or the first argument).
 #   bash bench/gpu_check.sh [OUT_DIR]       (carry build-deps/ and assets/ to that machine)
 set -u -o pipefail
 OUT=${1:-${OUT:-/tmp/titan-gpu}}
@@ -19,12 +20,45 @@ cmake -S . -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release -DTITAN_CUDA=ON \
   || { tail -40 "$OUT/configure.log"; exit 1; }
 stamp "build"
 cmake --build $B -j "$(nproc)" --target titan titan_train_tests titan_models_tests \
+  titan_kernels_tests titan_kernel_bench \
   > "$OUT/build.log" 2>&1 || { grep -E "error|FAILED" "$OUT/build.log" | head -30; tail -20 "$OUT/build.log"; exit 1; }
 
 declare -A result
 stamp "unit tests (train, models) on the CUDA build"
 OMP_NUM_THREADS=4 $B/bin/titan_train_tests > "$OUT/train_tests.log" 2>&1 && result[unit_train]=pass || result[unit_train]=FAIL
 OMP_NUM_THREADS=4 $B/bin/titan_models_tests > "$OUT/models_tests.log" 2>&1 && result[unit_models]=pass || result[unit_models]=FAIL
+
+stamp "fused kernels against reference on CUDA (fp32 and bf16 in each test)"
+$B/bin/titan_kernels_tests --gtest_filter='*Fused*' > "$OUT/kernels_tests.log" 2>&1
+k_pass=$(grep -c '^\[       OK \].*cuda' "$OUT/kernels_tests.log")
+k_fail=$(grep -c '^\[  FAILED  \].*cuda' "$OUT/kernels_tests.log")
+k_skip=$(grep -c '^\[  SKIPPED \].*cuda' "$OUT/kernels_tests.log")
+result[kernels_cuda]="$k_pass passed, $k_fail failed, $k_skip skipped"
+grep -E '^\[  FAILED  \]|Failure|result' "$OUT/kernels_tests.log" | head -20
+
+stamp "kernel benchmark on CUDA (fused vs reference, forward + backward)"
+for dt in bfloat16 float32; do
+  $B/bin/titan_kernel_bench --device cuda --dtype $dt --sizes debug,30b-a3b --reps 20 \
+    > "$OUT/kernel_bench_$dt.md" 2>&1 || echo "kernel bench $dt FAILED: $(tail -2 "$OUT/kernel_bench_$dt.md")"
+  cat "$OUT/kernel_bench_$dt.md"
+done
+
+stamp "the three training paths on CUDA, 20 steps each (bf16 compute, fp32 master weights)"
+declare -A path_config=(
+  [path1_transformers]="transformers_modeling_backend transformers_modeling_backend_debugmodel_moe"
+  [path2_native]="qwen3 qwen3_debugmodel_moe"
+  [path3_kernels]="qwen3 titan_kernels_qwen3_debugmodel")
+for p in path1_transformers path2_native path3_kernels; do
+  read -r module config <<< "${path_config[$p]}"
+  if $B/bin/titan train --module $module --config $config --training.device cuda \
+      --training.steps 20 --training.local_batch_size 8 --training.seq_len 512 --metrics.log_freq 10 \
+      --training.mixed_precision_param bfloat16 --job.dump_folder "$OUT/$p" > "$OUT/$p.log" 2>&1; then
+    result[$p]=$(grep '^step: 20' "$OUT/$p.log" | head -1)
+  else
+    result[$p]="FAIL: $(grep -m1 -i error "$OUT/$p.log")"
+  fi
+  grep '^\[override\]' "$OUT/$p.log"
+done
 
 stamp "debug model trains on CUDA (bf16 compute, fp32 master weights)"
 if $B/bin/titan train --module qwen3 --config qwen3_debugmodel_moe --training.device cuda \

@@ -20,7 +20,16 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string errno_text() { return std::strerror(errno); }
+// strerror, and for a full disk or a file-size limit a word on what it means for the save.
+std::string errno_text() {
+  const int err = errno;
+  std::string text = std::strerror(err);
+  if (err == ENOSPC || err == EFBIG || err == EDQUOT)
+    text +=
+        " (the disk is full or a file-size limit was reached; this save is abandoned and "
+        "earlier checkpoints are untouched)";
+  return text;
+}
 
 std::string parent_of(const std::string& path) {
   fs::path parent = fs::path(path).parent_path();

@@ -4,7 +4,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -242,12 +244,25 @@ std::vector<int64_t> CheckpointStore::complete_steps() const {
 
 void CheckpointStore::save(const TrainingCheckpoint& ckpt,
                            const SaveCoordination& coordination) const {
+  // A failed save leaves no half-written folder behind (it would hold the space a full disk
+  // needs back); with several ranks the next save's pruning removes it.
+  auto remove_staging = [&] {
+    if (coordination.world_size > 1) return;
+    std::error_code ignored;
+    fs::remove_all(
+        fs::path(folder_) / (staging_folder_prefix(ckpt.step) + std::to_string(::getpid())),
+        ignored);
+  };
   try {
     write(ckpt, coordination);
   } catch (const fs::filesystem_error& e) {
+    remove_staging();
     // A full disk, a read-only folder, a file where a folder should be: name the checkpoint.
     fail("cannot write training checkpoint ", step_dir(ckpt.step), ": ", e.code().message(), " (",
          e.path1().string(), ")");
+  } catch (const Error& e) {
+    remove_staging();
+    fail("cannot write training checkpoint ", step_dir(ckpt.step), ": ", e.what());
   }
 }
 
@@ -294,7 +309,9 @@ void CheckpointStore::write(const TrainingCheckpoint& ckpt,
     // The manifest goes last: a folder without one is never taken for a checkpoint.
     std::ofstream out(tmp_dir / "manifest.json");
     out << manifest.dump(2) << "\n";
-    TITAN_CHECK(out.good(), "cannot write ", (tmp_dir / "manifest.json").string());
+    out.flush();
+    TITAN_CHECK(out.good(), "cannot write ", (tmp_dir / "manifest.json").string(), ": ",
+                std::strerror(errno));
   }
   fsync_path(tmp_dir / "manifest.json");
   fsync_path(tmp_dir);

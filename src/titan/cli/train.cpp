@@ -1,4 +1,5 @@
 // titan train --module M --config F [--config-file job.toml] [--section.field value ...]
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -9,6 +10,7 @@
 #include "titan/config/config_fields.h"
 #include "titan/config/resolve.h"
 #include "titan/models/builtin_configs.h"
+#include "titan/train/stop_request.h"
 #include "titan/train/trainer.h"
 
 namespace titan::cli {
@@ -53,8 +55,24 @@ int run_train(const Args& args) {
   std::cout << "[titan] " << resolved.module << "/" << resolved.config_name << ": "
             << cfg.job.description << std::endl;
 
+  // A write past a file-size limit (ulimit -f) then fails with EFBIG, reported like a full
+  // disk, instead of killing the process in the middle of a save.
+  std::signal(SIGXFSZ, SIG_IGN);
   const train::TrainSummary summary = train::run_training(cfg);
-  std::cout << "[titan] training done at step " << summary.last_step << std::endl;
+  if (summary.stop_signal != 0) {
+    std::cout << "[titan] stopped by " << train::StopRequest::name(summary.stop_signal)
+              << " after step " << summary.last_step << "; "
+              << (summary.checkpoint_dir.empty()
+                      ? std::string("checkpointing is off (checkpoint.enable), nothing was saved")
+                      : "checkpoint at " + summary.checkpoint_dir +
+                            " (the same command resumes from it)")
+              << std::endl;
+    return 0;
+  }
+  std::cout << "[titan] training done at step " << summary.last_step;
+  if (summary.skipped_steps > 0)
+    std::cout << " (" << summary.skipped_steps << " steps skipped: non-finite loss or gradient)";
+  std::cout << std::endl;
   return 0;
 }
 

@@ -83,6 +83,9 @@ struct TrainingConfig {
   bool deterministic = false;
   // "cpu", "cuda" or "auto" (cuda when available).
   std::string device = "auto";
+  // A step whose loss or gradient norm is not finite: false = stop with an error naming the
+  // step; true = skip its update (the weights stay as they were) and count it.
+  bool skip_nonfinite_steps = false;
   template <class V>
   void visit(V& v) {
     v("steps", steps);
@@ -99,6 +102,24 @@ struct TrainingConfig {
     v("seed", seed);
     v("deterministic", deterministic);
     v("device", device);
+    v("skip_nonfinite_steps", skip_nonfinite_steps);
+  }
+};
+
+// A held-out loss every `freq` steps (torchtitan's validator): the mean token loss of the first
+// `steps` batches of `dataset_path` (the same batches every time), or of the whole file when
+// steps is -1.
+struct ValidatorConfig {
+  bool enable = false;
+  int64_t freq = 10;
+  int64_t steps = -1;
+  std::string dataset_path = "";
+  template <class V>
+  void visit(V& v) {
+    v("enable", enable);
+    v("freq", freq);
+    v("steps", steps);
+    v("dataset_path", dataset_path);
   }
 };
 
@@ -262,10 +283,16 @@ struct DebugConfig {
   bool print_config = false;
   // Test hook: sleep this long per tensor written during a checkpoint save.
   int64_t checkpoint_write_delay_ms = 0;
+  // Test hook: the loss of this step is made NaN (-1: never).
+  int64_t inject_nonfinite_at_step = -1;
+  // Test hook: sleep this long after every step (to signal a run at a known point).
+  int64_t step_delay_ms = 0;
   template <class V>
   void visit(V& v) {
     v("print_config", print_config);
     v("checkpoint_write_delay_ms", checkpoint_write_delay_ms);
+    v("inject_nonfinite_at_step", inject_nonfinite_at_step);
+    v("step_delay_ms", step_delay_ms);
   }
 };
 
@@ -279,6 +306,7 @@ struct TrainerConfig {
   CheckpointConfig checkpoint;
   ActivationCheckpointConfig activation_checkpoint;
   MetricsConfig metrics;
+  ValidatorConfig validator;
   OverrideConfig overrides;  // section "override"
   CommConfig comm;
   DebugConfig debug;
@@ -295,6 +323,7 @@ struct TrainerConfig {
     s("checkpoint", checkpoint);
     s("activation_checkpoint", activation_checkpoint);
     s("metrics", metrics);
+    s("validator", validator);
     s("override", overrides);
     s("comm", comm);
     s("debug", debug);

@@ -166,6 +166,15 @@ void validate_config(const TrainerConfig& c, const std::vector<std::string>& mod
   check_at_least("comm.init_timeout_seconds", c.comm.init_timeout_seconds, 1);
   check_at_least("comm.train_timeout_seconds", c.comm.train_timeout_seconds, 1);
   check_at_least("debug.checkpoint_write_delay_ms", c.debug.checkpoint_write_delay_ms, 0);
+  check_at_least("debug.step_delay_ms", c.debug.step_delay_ms, 0);
+  if (c.validator.enable) {
+    check_at_least("validator.freq", c.validator.freq, 1);
+    check_range(c.validator.steps == -1 || c.validator.steps >= 1, "validator.steps",
+                c.validator.steps, ">= 1 or -1 (the whole file)");
+    TITAN_CHECK(!c.validator.dataset_path.empty(),
+                "validator.enable is true but validator.dataset_path is empty: name the held-out "
+                "file");
+  }
 }
 
 int64_t resolved_data_parallel_shard_degree(const ParallelismConfig& p, int64_t world_size) {

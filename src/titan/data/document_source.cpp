@@ -67,17 +67,17 @@ std::string JsonlSource::text(int64_t index) {
   in_.seekg(static_cast<std::streamoff>(line.offset));
   in_.read(raw.data(), static_cast<std::streamsize>(raw.size()));
   if (static_cast<uint64_t>(in_.gcount()) != line.length) {
-    fail("dataset file ", path_, ":", line.number, ": cannot read the line (file changed?)");
+    fail_read("dataset file ", path_, ":", line.number, ": cannot read the line (file changed?)");
   }
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(raw);
   } catch (const nlohmann::json::exception& e) {
-    fail("dataset file ", path_, ":", line.number, ": invalid JSON: ", e.what());
+    fail_read("dataset file ", path_, ":", line.number, ": invalid JSON: ", e.what());
   }
   if (!j.is_object() || !j.contains("text") || !j["text"].is_string()) {
-    fail("dataset file ", path_, ":", line.number,
-         ": expected an object with a string field \"text\"");
+    fail_read("dataset file ", path_, ":", line.number,
+              ": expected an object with a string field \"text\"");
   }
   return std::move(j["text"].get_ref<std::string&>());
 }
@@ -86,7 +86,7 @@ TextFileSource::TextFileSource(const std::string& path) : DocumentSource(path) {
 
 std::string TextFileSource::text(int64_t index) {
   std::ifstream in(path_, std::ios::binary);
-  if (!in) fail("dataset file ", path_, " cannot be opened");
+  if (!in) fail_read("dataset file ", path_, " cannot be opened");
   std::stringstream buffer;
   buffer << in.rdbuf();
   return buffer.str();

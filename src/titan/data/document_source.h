@@ -1,7 +1,7 @@
 // The documents of one dataset file, by index:
 //   .jsonl  one JSON object per line with a string field "text" (blank lines are skipped);
 //   .txt    (or any other name) the whole file is one document.
-// A bad line is a titan::Error naming file:line when that document is read.
+// A bad line is a DataReadError naming file:line when that document is read.
 #pragma once
 
 #include <cstdint>
@@ -10,7 +10,23 @@
 #include <string>
 #include <vector>
 
+#include "titan/common/error.h"
+
 namespace titan::data {
+
+// A document that cannot be read while training runs (the file changed, vanished or became
+// unreadable, or a record is malformed): the trainer saves a final checkpoint, then stops.
+class DataReadError : public Error {
+ public:
+  using Error::Error;
+};
+
+template <class... Parts>
+[[noreturn]] void fail_read(const Parts&... parts) {
+  std::ostringstream out;
+  detail::append(out, parts...);
+  throw DataReadError(out.str());
+}
 
 class DocumentSource {
  public:
@@ -19,7 +35,8 @@ class DocumentSource {
   virtual ~DocumentSource() = default;
 
   virtual int64_t size() const = 0;
-  // Text of document `index` (0 <= index < size()). Not thread-safe (reads through one stream).
+  // Text of document `index` (0 <= index < size()); throws DataReadError. Not thread-safe
+  // (reads through one stream).
   virtual std::string text(int64_t index) = 0;
   const std::string& path() const { return path_; }
 

@@ -111,7 +111,8 @@ void CheckpointManager::load_from(const std::string& step_dir, bool model_only) 
   restore(step_dir, exclude);
 }
 
-checkpoint::TrainingCheckpoint CheckpointManager::snapshot(int64_t step) const {
+checkpoint::TrainingCheckpoint CheckpointManager::snapshot(
+    int64_t step, const nlohmann::json* loader_state) const {
   checkpoint::TrainingCheckpoint c;
   c.step = step;
   add_pieces(checkpoint::model_tensors(model_), layout_, c.model, c.pieces);
@@ -120,7 +121,7 @@ checkpoint::TrainingCheckpoint CheckpointManager::snapshot(int64_t step) const {
     c.rng.emplace_back("cpu", at::detail::getDefaultCPUGenerator().get_state());
   c.state["train_state"] = {{"step", step}, {"tokens_seen", tokens_seen_}};
   c.state["lr_scheduler"] = {{"last_step", step}};
-  c.state["dataloader"] = loader_.state();
+  c.state["dataloader"] = loader_state ? *loader_state : loader_.state();
   // Enough to rebuild the model without the job's config (titan convert / eval / generate).
   c.state["model"] = {{"name", spec_.name},
                       {"hf_config", model_.hf_config("float32")},
@@ -211,6 +212,15 @@ void CheckpointManager::maybe_save(int64_t step, bool last) {
 
 void CheckpointManager::finish() {
   if (async_) async_->wait();
+}
+
+bool CheckpointManager::save_before_stopping(int64_t step, const nlohmann::json& loader_state) {
+  if (!cfg_.checkpoint.enable || step < 1) return false;
+  finish();
+  store_.save(snapshot(step, &loader_state), coordination_);
+  if (layout_.coordinator())
+    std::cout << "[titan] saved training checkpoint " << store_.step_dir(step) << std::endl;
+  return true;
 }
 
 }  // namespace titan::train

@@ -44,12 +44,17 @@ class CheckpointManager {
   void maybe_save(int64_t step, bool last);
   // Waits for a background save and rethrows its error.
   void finish();
+  // Saves `step` now, synchronously, with the data loader at `loader_state` (where the failed
+  // step began): the last checkpoint of a run that stops on a data error. Does nothing when
+  // checkpointing is off; returns whether it saved.
+  bool save_before_stopping(int64_t step, const nlohmann::json& loader_state);
 
   std::string step_dir(int64_t step) const { return store_.step_dir(step); }
   int64_t tokens_seen() const { return tokens_seen_; }
 
  private:
-  checkpoint::TrainingCheckpoint snapshot(int64_t step) const;
+  checkpoint::TrainingCheckpoint snapshot(int64_t step,
+                                          const nlohmann::json* loader_state = nullptr) const;
   // Loads the parts not in `exclude` from a complete checkpoint folder.
   void restore(const std::string& step_dir, const std::vector<std::string>& exclude);
 

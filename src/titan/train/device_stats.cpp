@@ -13,8 +13,11 @@ DeviceMemory cuda_memory(int device_index) {
   cudaDeviceProp prop{};
   cudaGetDeviceProperties(&prop, device_index);
   using Stat = c10::CachingAllocator::StatType;
-  return {double(stats.allocated_bytes[static_cast<size_t>(Stat::AGGREGATE)].peak),
-          double(prop.totalGlobalMem)};
+  DeviceMemory m;
+  m.peak_bytes = double(stats.allocated_bytes[static_cast<size_t>(Stat::AGGREGATE)].peak);
+  m.peak_reserved_bytes = double(stats.reserved_bytes[static_cast<size_t>(Stat::AGGREGATE)].peak);
+  m.total_bytes = double(prop.totalGlobalMem);
+  return m;
 }
 void reset_cuda_peak_memory(int device_index) {
   c10::cuda::CUDACachingAllocator::resetPeakStats(device_index);

@@ -8,8 +8,9 @@
 namespace titan::train {
 
 struct DeviceMemory {
-  double peak_bytes = 0;   // peak allocated by the caching allocator
-  double total_bytes = 0;  // device memory
+  double peak_bytes = 0;           // peak allocated by the caching allocator
+  double peak_reserved_bytes = 0;  // peak reserved (allocated + cached) by it
+  double total_bytes = 0;          // device memory
 };
 
 DeviceMemory cuda_memory(int device_index);

@@ -26,6 +26,11 @@ std::pair<double, double> peak_memory(at::Device device) {
   return {peak / kGiB, 100.0 * peak / std::max(total, 1.0)};
 }
 
+double peak_reserved_memory(at::Device device) {
+  if (!device.is_cuda()) return 0;
+  return cuda_memory(device.index()).peak_reserved_bytes / (1024.0 * 1024.0 * 1024.0);
+}
+
 std::optional<double> device_peak_flops(at::Device device) {
   if (!device.is_cuda()) return std::nullopt;
   const std::string name = cuda_device_name(device.index());
@@ -57,7 +62,15 @@ std::string format_step_line(const StepMetrics& m) {
     std::snprintf(buf, sizeof(buf), "  mfu: %.2f%%", *m.mfu);
     line += buf;
   }
+  if (m.skipped_steps > 0) line += "  skipped: " + std::to_string(m.skipped_steps);
   return line;
+}
+
+std::string format_validation_line(int64_t step, double loss) {
+  char buf[128];
+  int n = std::snprintf(buf, sizeof(buf), "validate step: %lld  loss: %.5f",
+                        static_cast<long long>(step), loss);
+  return std::string(buf, n);
 }
 
 void MetricsLogger::log(const StepMetrics& m) {
@@ -71,6 +84,9 @@ void MetricsLogger::log(const StepMetrics& m) {
                       {"tps", m.tps},
                       {"tflops", m.tflops}};
   j["mfu"] = m.mfu ? nlohmann::json(*m.mfu) : nlohmann::json(nullptr);
+  j["memory_reserved_gib"] = m.memory_reserved_gib;
+  j["skipped_steps"] = m.skipped_steps;
+  if (m.validation_loss) j["validation_metrics/loss"] = *m.validation_loss;
   jsonl_ << j.dump() << "\n";
   jsonl_.flush();
 }

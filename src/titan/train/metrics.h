@@ -19,11 +19,16 @@ struct StepMetrics {
   double memory_percent = 0;  // of the device's / machine's memory
   double tps = 0;             // tokens per second per device
   double tflops = 0;
-  std::optional<double> mfu;  // percent; only when the device's peak is known
+  std::optional<double> mfu;              // percent; only when the device's peak is known
+  double memory_reserved_gib = 0;         // CUDA: reserved by the caching allocator
+  int64_t skipped_steps = 0;              // steps skipped for a non-finite loss or gradient
+  std::optional<double> validation_loss;  // when the validator ran at this step
 };
 
 // Peak memory of this process on `device`, in GiB, and as a percentage of the total.
 std::pair<double, double> peak_memory(at::Device device);
+// Peak memory reserved by the CUDA caching allocator, in GiB (0 on the CPU).
+double peak_reserved_memory(at::Device device);
 
 // Dense bf16 peak FLOP/s of the device, when known (H100/H200: 989e12); nullopt on the CPU.
 std::optional<double> device_peak_flops(at::Device device);
@@ -40,5 +45,7 @@ class MetricsLogger {
 };
 
 std::string format_step_line(const StepMetrics& m);
+// torchtitan's validation line: "validate step: 10  loss: 2.34567".
+std::string format_validation_line(int64_t step, double loss);
 
 }  // namespace titan::train

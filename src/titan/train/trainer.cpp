@@ -4,7 +4,9 @@
 #include <cmath>
 #include <cstdlib>
 #include <iostream>
+#include <limits>
 #include <sstream>
+#include <thread>
 
 #include <unistd.h>
 
@@ -27,7 +29,10 @@
 #include "titan/train/metrics.h"
 #include "titan/train/optimizer.h"
 #include "titan/train/precision.h"
+#include "titan/train/progress_line.h"
 #include "titan/train/sharded_layout.h"
+#include "titan/train/stop_request.h"
+#include "titan/train/validator.h"
 
 namespace titan::train {
 namespace {
@@ -66,7 +71,10 @@ class Trainer {
         scheduler_(cfg.lr_scheduler, cfg.training.steps, cfg.optimizer.lr),
         layout_(dist.data_parallel.get(), dist.rank()),
         checkpoints_(cfg, spec_, *model_, optimizer_, loader_, layout_, save_coordination()),
-        metrics_(cfg.job.dump_folder, /*enabled=*/dist.rank() == 0) {
+        metrics_(cfg.job.dump_folder, /*enabled=*/dist.rank() == 0),
+        validator_(cfg, tokenizer_, tokenizer_->token_to_id(cfg.training.eos_token), dist.dp_size(),
+                   dist.dp_rank()),
+        progress_(std::cout, /*enabled=*/dist.rank() == 0) {
     micro_batches_ = micro_batches_per_step(cfg.training, dist_.dp_size());
     if (spec_.post_optimizer_build) {
       models::OptimizerHooks hooks;
@@ -88,19 +96,51 @@ class Trainer {
     summary.last_step = first_step_ - 1;
     for (int64_t step = first_step_; step <= cfg_.training.steps; ++step) {
       const auto start = Clock::now();
-      const StepResult result = train_step(step);
+      const nlohmann::json loader_before = loader_.state();
+      StepResult result;
+      try {
+        result = train_step(step);
+      } catch (const data::DataReadError&) {
+        // Nothing of this step reached the weights (its batches are read first): keep the
+        // state after the previous step, with the data where this step began.
+        progress_.clear();
+        // (Unless this run has trained no step yet, or step - 1 is saved on the interval.)
+        if (step - 1 >= first_step_ && (step - 1) % cfg_.checkpoint.interval != 0)
+          checkpoints_.save_before_stopping(step - 1, loader_before);
+        throw;
+      }
       summary.losses.push_back(result.loss);
       summary.last_step = step;
       const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-      if (step == 1 || step % cfg_.metrics.log_freq == 0 || step == cfg_.training.steps)
-        log_step(step, result, seconds);
-      checkpoints_.maybe_save(step, /*last=*/step == cfg_.training.steps);
+      std::optional<double> validation_loss;
+      if (validator_.due(step)) validation_loss = validate(step);
+      if (step == 1 || step % cfg_.metrics.log_freq == 0 || step == cfg_.training.steps ||
+          validation_loss) {
+        progress_.clear();
+        log_step(step, result, seconds, validation_loss);
+      } else {
+        progress_.update(step, cfg_.training.steps, seconds);
+      }
+      if (cfg_.debug.step_delay_ms > 0)
+        std::this_thread::sleep_for(std::chrono::milliseconds(cfg_.debug.step_delay_ms));
+      // Every rank stops after the same step: the first to see a signal decides for all.
+      const bool stopping = stop_agreed();
+      checkpoints_.maybe_save(step, /*last=*/step == cfg_.training.steps || stopping);
       // The first step may be slow (allocation, first collectives): it had the init timeout.
       if (step == first_step_ && dist_.world) dist_.world->use_train_timeout();
+      if (stopping && step < cfg_.training.steps) {
+        summary.stop_signal = stop_.signal() != 0 ? stop_.signal() : -1;
+        break;
+      }
     }
+    progress_.clear();
     checkpoints_.finish();
-    summary.hf_export_dir =
-        export_hf_if_requested(cfg_, spec_, *model_, summary.last_step, layout_);
+    if (cfg_.checkpoint.enable) summary.checkpoint_dir = checkpoints_.step_dir(summary.last_step);
+    // A stopped run is not finished: its final export waits for the resumed run's end.
+    if (summary.stop_signal == 0)
+      summary.hf_export_dir =
+          export_hf_if_requested(cfg_, spec_, *model_, summary.last_step, layout_);
+    summary.skipped_steps = skipped_steps_;
     return summary;
   }
 
@@ -110,6 +150,29 @@ class Trainer {
     double grad_norm = 0;
     double lr = 0;
   };
+
+  // Whether a stop was requested on any rank (one tiny all-reduce per step when distributed).
+  bool stop_agreed() {
+    const double here = stop_.signal() != 0 ? 1.0 : 0.0;
+    if (dist_.env.world_size == 1) return here > 0;
+    return sum_over_dp(here) > 0;
+  }
+
+  // The validator's held-out loss, logged as torchtitan does.
+  double validate(int64_t step) {
+    const double loss = validator_.run(
+        [this](const data::Batch& batch) {
+          const at::Tensor inputs = batch.inputs.to(precision_.device);
+          const at::Tensor labels = batch.labels.to(precision_.device);
+          const models::ModelOutput out = model_->forward(inputs);
+          return std::pair<double, double>{loss_.sum(out.hidden, labels).item<double>(),
+                                           static_cast<double>(count_valid_tokens(batch.labels))};
+        },
+        [this](double v) { return sum_over_dp(v); });
+    progress_.clear();
+    if (dist_.rank() == 0) std::cout << format_validation_line(step, loss) << std::endl;
+    return loss;
+  }
 
   std::unique_ptr<models::Model> build_model() {
     models::BuildOptions build;
@@ -212,17 +275,40 @@ class Trainer {
       const models::ModelOutput out = model_->forward(inputs);
       at::Tensor loss = loss_.sum(out.hidden, labels) / valid_tokens;
       if (out.extra_loss.defined()) loss = loss + out.extra_loss / extra_scale;
+      if (step == cfg_.debug.inject_nonfinite_at_step)
+        loss = loss * std::numeric_limits<double>::quiet_NaN();
       loss.backward();
       if (dp) dp->finish_backward();
       result.loss += loss.item<double>();
     }
     result.loss = sum_over_dp(result.loss);
-    TITAN_CHECK(std::isfinite(result.loss), "the loss became ", result.loss, " at step ", step,
-                "; lower optimizer.lr or check the data");
-    std::function<void(at::Tensor&)> reduce_squares;
-    if (dp) reduce_squares = [dp](at::Tensor& squares) { dp->reduce_grad_norm_squares(squares); };
-    result.grad_norm = clip_grad_norm(params_, cfg_.training.max_norm, reduce_squares);
     result.lr = scheduler_.lr_at(step - 1);
+    const char* nonfinite = nullptr;  // what was not finite, if anything
+    if (!std::isfinite(result.loss)) {
+      nonfinite = "loss";
+    } else {
+      std::function<void(at::Tensor&)> reduce_squares;
+      if (dp) reduce_squares = [dp](at::Tensor& squares) { dp->reduce_grad_norm_squares(squares); };
+      result.grad_norm = clip_grad_norm(params_, cfg_.training.max_norm, reduce_squares);
+      if (!std::isfinite(result.grad_norm)) nonfinite = "gradient norm";
+    }
+    if (nonfinite != nullptr) {
+      // Every rank sees the same (all-reduced) values, so every rank decides the same.
+      const double value = std::string(nonfinite) == "loss" ? result.loss : result.grad_norm;
+      TITAN_CHECK(cfg_.training.skip_nonfinite_steps, "step ", step, ": the ", nonfinite, " is ",
+                  value,
+                  "; stopped before updating the weights (lower optimizer.lr, check the "
+                  "data, or set training.skip_nonfinite_steps = true to skip such steps)");
+      optimizer_.zero_grad();
+      ++skipped_steps_;
+      if (dist_.rank() == 0) {
+        progress_.clear();
+        std::cout << "[titan] step " << step << " skipped: the " << nonfinite << " is " << value
+                  << " (" << skipped_steps_ << " skipped so far)" << std::endl;
+      }
+      checkpoints_.on_step_end(tokens_per_step() * dist_.dp_size());
+      return result;
+    }
     optimizer_.step(result.lr);
     optimizer_.zero_grad();
     checkpoints_.on_step_end(tokens_per_step() * dist_.dp_size());
@@ -249,8 +335,12 @@ class Trainer {
     return micro_batches_ * cfg_.training.local_batch_size * cfg_.training.seq_len;
   }
 
-  void log_step(int64_t step, const StepResult& r, double seconds) {
+  void log_step(int64_t step, const StepResult& r, double seconds,
+                std::optional<double> validation_loss) {
     StepMetrics m;
+    m.skipped_steps = skipped_steps_;
+    m.validation_loss = validation_loss;
+    m.memory_reserved_gib = peak_reserved_memory(precision_.device);
     m.step = step;
     m.loss = r.loss;
     m.grad_norm = r.grad_norm;
@@ -278,6 +368,10 @@ class Trainer {
   ShardedLayout layout_;
   CheckpointManager checkpoints_;
   MetricsLogger metrics_;
+  Validator validator_;
+  ProgressLine progress_;
+  StopRequest stop_;
+  int64_t skipped_steps_ = 0;
   int64_t micro_batches_ = 1;
   std::vector<at::Tensor> params_;
   std::optional<double> peak_flops_;

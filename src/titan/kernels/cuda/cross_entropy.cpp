@@ -75,7 +75,10 @@ at::Tensor cross_entropy(const at::Tensor& hidden, const at::Tensor& weight,
               "cross_entropy (cuda): hidden [N, H], weight [V, H] and labels [N] on a CUDA "
               "device expected, got ",
               hidden.sizes(), ", ", weight.sizes(), ", ", labels.sizes());
-  return CrossEntropyFunction::apply(hidden, weight, labels.to(at::kLong), ignore_index);
+  TORCH_CHECK(weight.device() == hidden.device() && labels.device() == hidden.device(),
+              "cross_entropy (cuda): hidden, weight and labels must be on one device");
+  return CrossEntropyFunction::apply(hidden, weight, labels.reshape({-1}).to(at::kLong),
+                                     ignore_index);
 }
 
 }  // namespace titan::kernels::cuda

@@ -1,10 +1,12 @@
 // One block per row of a chunk's logits: an online max/sum pass for logsumexp and the row's
 // loss, then (when gradients are wanted) a second pass that overwrites the logits with
 // softmax - one_hot(label) in their own dtype. The logits are never widened to float32 in
-// memory.
+// memory. A label outside [0, vocab) that is not ignore_index trips a device assertion
+// (reference's gather raises an error for it too).
 #include <ATen/Dispatch.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAGuard.h>
 
 #include "titan/kernels/cuda/block_reduce.cuh"
 #include "titan/kernels/cuda/launchers.h"
@@ -21,6 +23,7 @@ __global__ void cross_entropy_kernel(T* logits, const int64_t* labels, int64_t i
   T* lr = logits + row * vocab;
   const int64_t label = labels[row];
   const bool valid = label != ignore_index;
+  CUDA_KERNEL_ASSERT(!valid || (label >= 0 && label < vocab));
   MaxSum acc{-INFINITY, 0.f};
   for (int64_t j = threadIdx.x; j < vocab; j += blockDim.x)
     acc = merge(acc, MaxSum{static_cast<float>(lr[j]), 1.f});
@@ -42,6 +45,8 @@ void cross_entropy_rows(at::Tensor& logits, const at::Tensor& labels, int64_t ig
                         bool write_grad, at::Tensor& loss) {
   const int64_t rows = logits.size(0);
   if (rows == 0) return;
+  // The tensors' device, not whichever is current (rank r trains on cuda:r).
+  const c10::cuda::CUDAGuard guard(logits.device());
   auto stream = at::cuda::getCurrentCUDAStream();
   AT_DISPATCH_FLOATING_TYPES_AND2(
       at::kBFloat16, at::kHalf, logits.scalar_type(), "cross_entropy_cuda", [&] {

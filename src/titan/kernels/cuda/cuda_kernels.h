@@ -2,7 +2,7 @@
 // with TITAN_CUDA=ON. This header names no CUDA type, so code outside kernels/cuda includes it
 // without the CUDA toolkit's headers. Each op is an autograd function with its own backward;
 // the kernels themselves are in the .cu files beside it (declared in launchers.h). Checked
-// against `reference` in tests/unit/kernels/cuda_kernels_test.cpp. See docs/kernels.md.
+// against `reference` in tests/unit/kernels/fused_kernels_test.cpp. See docs/kernels.md.
 #pragma once
 
 #include "titan/kernels/ops.h"

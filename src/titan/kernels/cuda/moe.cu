@@ -4,6 +4,7 @@
 #include <ATen/Dispatch.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAGuard.h>
 
 #include "titan/kernels/cuda/block_reduce.cuh"
 #include "titan/kernels/cuda/launchers.h"
@@ -58,6 +59,8 @@ __global__ void combine_backward_kernel(const T* g, const T* y, const T* w,
 void gather_rows(const at::Tensor& x, const at::Tensor& index, at::Tensor& out) {
   const int64_t rows = index.numel();
   if (rows == 0) return;
+  // The tensors' device, not whichever is current (rank r trains on cuda:r).
+  const c10::cuda::CUDAGuard guard(x.device());
   auto stream = at::cuda::getCurrentCUDAStream();
   AT_DISPATCH_FLOATING_TYPES_AND2(
       at::kBFloat16, at::kHalf, x.scalar_type(), "gather_rows_cuda", [&] {
@@ -72,6 +75,8 @@ void combine_rows(const at::Tensor& y, const at::Tensor& w, const at::Tensor& ro
                   int64_t top_k, at::Tensor& out) {
   const int64_t tokens = out.size(0);
   if (tokens == 0) return;
+  // The tensors' device, not whichever is current (rank r trains on cuda:r).
+  const c10::cuda::CUDAGuard guard(y.device());
   auto stream = at::cuda::getCurrentCUDAStream();
   AT_DISPATCH_FLOATING_TYPES_AND2(
       at::kBFloat16, at::kHalf, y.scalar_type(), "combine_rows_cuda", [&] {
@@ -86,6 +91,8 @@ void combine_rows_backward(const at::Tensor& g, const at::Tensor& y, const at::T
                            const at::Tensor& row_of_slot, at::Tensor& dy, at::Tensor& dw) {
   const int64_t pairs = w.numel();
   if (pairs == 0) return;
+  // The tensors' device, not whichever is current (rank r trains on cuda:r).
+  const c10::cuda::CUDAGuard guard(y.device());
   auto stream = at::cuda::getCurrentCUDAStream();
   AT_DISPATCH_FLOATING_TYPES_AND2(
       at::kBFloat16, at::kHalf, y.scalar_type(), "combine_rows_cuda_bwd", [&] {

@@ -90,6 +90,14 @@ at::Tensor moe_experts(const at::Tensor& x, const Routing& routing, const at::Te
                   routing.top_experts.size(0) == x.size(0),
               "moe_experts (cuda): x [T, H] and routing [T, k] on a CUDA device expected, got x ",
               x.sizes(), ", top_experts ", routing.top_experts.sizes());
+  TORCH_CHECK(gate_up.dim() == 3 && down.dim() == 3 && gate_up.size(2) == x.size(1) &&
+                  down.size(1) == x.size(1) && gate_up.size(1) == 2 * down.size(2) &&
+                  down.size(0) == gate_up.size(0),
+              "moe_experts (cuda): gate_up [E, 2*Im, H] and down [E, H, Im] expected, got ",
+              gate_up.sizes(), " and ", down.sizes());
+  for (const at::Tensor* t : {&routing.top_experts, &routing.top_weights, &gate_up, &down})
+    TORCH_CHECK(t->device() == x.device(), "moe_experts (cuda): every input must be on ",
+                x.device(), ", got one on ", t->device());
   const auto dtype = x.scalar_type();
   const ExpertRows plan = sort_by_expert(routing.top_experts, gate_up.size(0));
   const at::Tensor rows = GatherFunction::apply(x, plan.token_of_row, plan.row_of_slot);

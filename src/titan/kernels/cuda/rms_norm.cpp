@@ -45,6 +45,8 @@ at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
   TORCH_CHECK(x.is_cuda() && x.dim() >= 1 && weight.dim() == 1 && weight.size(0) == x.size(-1),
               "rms_norm (cuda): weight [", x.size(-1), "] on a CUDA device expected for x ",
               x.sizes(), ", got ", weight.sizes());
+  TORCH_CHECK(weight.device() == x.device(), "rms_norm (cuda): weight on ", weight.device(),
+              ", x on ", x.device());
   return RmsNormFunction::apply(x, weight.to(x.scalar_type()), eps);
 }
 

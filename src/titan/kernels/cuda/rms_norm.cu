@@ -5,6 +5,7 @@
 #include <ATen/Dispatch.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAGuard.h>
 
 #include "titan/kernels/cuda/block_reduce.cuh"
 #include "titan/kernels/cuda/launchers.h"
@@ -56,16 +57,17 @@ __global__ void backward_dx_kernel(const T* dy, const T* x, const T* w, const fl
 template <typename T>
 __global__ void backward_dw_kernel(const T* dy, const T* x, const float* inv_rms, float* dw_blocks,
                                    int64_t rows, int64_t dim) {
-  const int64_t j = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  // Row blocks on grid.x (up to 2^31 - 1 of them; grid.y stops at 65535), columns on grid.y.
+  const int64_t j = blockIdx.y * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (j >= dim) return;
-  const int64_t begin = blockIdx.y * kRmsNormRowsPerBlock;
+  const int64_t begin = blockIdx.x * kRmsNormRowsPerBlock;
   const int64_t end = min(rows, begin + kRmsNormRowsPerBlock);
   float acc = 0.f;
   for (int64_t r = begin; r < end; ++r) {
     const T normed = static_cast<T>(static_cast<float>(x[r * dim + j]) * inv_rms[r]);
     acc += static_cast<float>(dy[r * dim + j]) * static_cast<float>(normed);
   }
-  dw_blocks[blockIdx.y * dim + j] = acc;
+  dw_blocks[blockIdx.x * dim + j] = acc;
 }
 
 }  // namespace
@@ -74,6 +76,8 @@ void rms_norm_forward(const at::Tensor& x, const at::Tensor& w, double eps, at::
                       at::Tensor& inv_rms) {
   const int64_t rows = inv_rms.numel(), dim = x.size(-1);
   if (rows == 0) return;
+  // The tensors' device, not whichever is current (rank r trains on cuda:r).
+  const c10::cuda::CUDAGuard guard(x.device());
   auto stream = at::cuda::getCurrentCUDAStream();
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, x.scalar_type(), "rms_norm_cuda", [&] {
     forward_kernel<scalar_t><<<rows, kThreads, 0, stream>>>(
@@ -87,8 +91,12 @@ void rms_norm_backward(const at::Tensor& dy, const at::Tensor& x, const at::Tens
                        const at::Tensor& inv_rms, at::Tensor& dx, at::Tensor& dw_blocks) {
   const int64_t rows = inv_rms.numel(), dim = x.size(-1);
   if (rows == 0) return;
+  // The tensors' device, not whichever is current (rank r trains on cuda:r).
+  const c10::cuda::CUDAGuard guard(x.device());
   auto stream = at::cuda::getCurrentCUDAStream();
-  const dim3 dw_grid((dim + kThreads - 1) / kThreads, dw_blocks.size(0));
+  TORCH_CHECK((dim + kThreads - 1) / kThreads <= 65535, "rms_norm (cuda): dimension ", dim,
+              " too large");
+  const dim3 dw_grid(dw_blocks.size(0), (dim + kThreads - 1) / kThreads);
   AT_DISPATCH_FLOATING_TYPES_AND2(
       at::kBFloat16, at::kHalf, x.scalar_type(), "rms_norm_cuda_bwd", [&] {
         backward_dx_kernel<scalar_t><<<rows, kThreads, 0, stream>>>(

@@ -56,6 +56,9 @@ RotatedQueryKey rope(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
               q.sizes(), ", k ", k.sizes(), ", cos ", cos.sizes());
   const auto dtype = q.scalar_type();
   TORCH_CHECK(k.scalar_type() == dtype, "rope (cuda): q and k must share a dtype");
+  for (const at::Tensor* t : {&k, &cos, &sin})
+    TORCH_CHECK(t->device() == q.device(), "rope (cuda): every input must be on ", q.device(),
+                ", got one on ", t->device());
   variable_list out = RopeFunction::apply(q, k, cos.to(dtype), sin.to(dtype));
   return {out[0], out[1]};
 }

@@ -6,6 +6,7 @@
 #include <ATen/Dispatch.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAGuard.h>
 
 #include "titan/kernels/cuda/launchers.h"
 
@@ -71,6 +72,8 @@ void rope_apply(const at::Tensor& q, const at::Tensor& k, const at::Tensor& cos,
   const int64_t total = batch * (q.size(1) + k.size(1)) * seq * half;
   if (total == 0) return;
   const int blocks = static_cast<int>(std::min<int64_t>((total + kThreads - 1) / kThreads, 65535));
+  // The tensors' device, not whichever is current (rank r trains on cuda:r).
+  const c10::cuda::CUDAGuard guard(q.device());
   auto stream = at::cuda::getCurrentCUDAStream();
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, q.scalar_type(), "rope_cuda", [&] {
     rope_kernel<scalar_t><<<blocks, kThreads, 0, stream>>>(

@@ -3,6 +3,7 @@
 #include <ATen/Dispatch.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAGuard.h>
 
 #include "titan/kernels/cuda/launchers.h"
 
@@ -47,6 +48,8 @@ int blocks_for(int64_t total) {
 void silu_mul_forward(const at::Tensor& h, at::Tensor& a) {
   const int64_t rows = a.size(0), inter = a.size(1);
   if (rows * inter == 0) return;
+  // The tensors' device, not whichever is current (rank r trains on cuda:r).
+  const c10::cuda::CUDAGuard guard(h.device());
   auto stream = at::cuda::getCurrentCUDAStream();
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, h.scalar_type(), "silu_mul_cuda", [&] {
     forward_kernel<scalar_t><<<blocks_for(rows * inter), kThreads, 0, stream>>>(
@@ -58,6 +61,8 @@ void silu_mul_forward(const at::Tensor& h, at::Tensor& a) {
 void silu_mul_backward(const at::Tensor& h, const at::Tensor& da, at::Tensor& dh) {
   const int64_t rows = da.size(0), inter = da.size(1);
   if (rows * inter == 0) return;
+  // The tensors' device, not whichever is current (rank r trains on cuda:r).
+  const c10::cuda::CUDAGuard guard(h.device());
   auto stream = at::cuda::getCurrentCUDAStream();
   AT_DISPATCH_FLOATING_TYPES_AND2(
       at::kBFloat16, at::kHalf, h.scalar_type(), "silu_mul_cuda_bwd", [&] {

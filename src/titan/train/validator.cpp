@@ -1,0 +1,58 @@
+#include "titan/train/validator.h"
+
+#include <ATen/core/grad_mode.h>
+
+#include "titan/common/error.h"
+
+namespace titan::train {
+
+Validator::Validator(const config::TrainerConfig& cfg,
+                     std::shared_ptr<const data::Tokenizer> tokenizer, int32_t eos_id,
+                     int64_t dp_size, int64_t dp_rank)
+    : cfg_(cfg), dp_size_(dp_size), dp_rank_(dp_rank) {
+  if (!cfg.validator.enable) return;
+  loader_.emplace(std::move(tokenizer), cfg.validator.dataset_path, cfg.training.local_batch_size,
+                  cfg.training.seq_len, eos_id);
+  start_ = loader_->state();
+  if (cfg.validator.steps > 0) {
+    global_batches_ = cfg.validator.steps;
+    return;
+  }
+  // The whole file: the local batches that fit in one pass, grouped by data-parallel degree
+  // (the same count on every rank, since every rank reads the whole stream).
+  int64_t local_batches = 0;
+  while (true) {
+    loader_->next();
+    if (loader_->state().value("epoch", int64_t{0}) != start_.value("epoch", int64_t{0})) break;
+    ++local_batches;
+  }
+  global_batches_ = std::max<int64_t>(1, local_batches / dp_size_);
+  loader_->load_state(start_);
+}
+
+bool Validator::due(int64_t step) const {
+  return loader_.has_value() && (step % cfg_.validator.freq == 0 || step == cfg_.training.steps);
+}
+
+double Validator::run(const BatchLoss& batch_loss, const SumOverRanks& sum_over_ranks) {
+  TITAN_CHECK(loader_.has_value(), "the validator is not enabled (validator.enable)");
+  at::NoGradGuard no_grad;
+  loader_->load_state(start_);
+  double loss = 0, tokens = 0;
+  for (int64_t b = 0; b < global_batches_; ++b) {
+    for (int64_t r = 0; r < dp_size_; ++r) {
+      data::Batch batch = loader_->next();
+      if (r != dp_rank_) continue;
+      const auto [sum, count] = batch_loss(batch);
+      loss += sum;
+      tokens += count;
+    }
+  }
+  loss = sum_over_ranks(loss);
+  tokens = sum_over_ranks(tokens);
+  TITAN_CHECK(tokens > 0, "validator.dataset_path ", cfg_.validator.dataset_path,
+              " gave no valid label tokens");
+  return loss / tokens;
+}
+
+}  // namespace titan::train

@@ -15,6 +15,8 @@ stamp() { echo "[gpu_check +$(( $(date +%s) - start ))s] $*"; }
 DEPS=""
 [ -d build-deps ] && DEPS="-DTITAN_DEPS_PREFIX=$PWD/build-deps"
 stamp "configure"
+# The H200's architecture, rather than asking torch to detect the GPU at configure time.
+export TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0a}
 cmake -S . -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release -DTITAN_CUDA=ON \
   -DTITAN_PYTHON_EXE="$(command -v $PY)" $DEPS > "$OUT/configure.log" 2>&1 \
   || { tail -40 "$OUT/configure.log"; exit 1; }

@@ -19,5 +19,6 @@ int run_convert(const Args& args);
 int run_tokenize(const Args& args);
 int run_encode(const Args& args);
 int run_decode(const Args& args);
+int run_plot(const Args& args);
 
 }  // namespace titan::cli

@@ -26,6 +26,7 @@ const Subcommand kSubcommands[] = {
     {"tokenize", titan::cli::run_tokenize, "corpus -> token shards"},
     {"encode", titan::cli::run_encode, "text on stdin -> token ids (JSON)"},
     {"decode", titan::cli::run_decode, "token ids (JSON) on stdin -> text"},
+    {"plot", titan::cli::run_plot, "a run's metrics.jsonl -> PNG (loss, lr, tokens/s, memory)"},
 };
 
 void print_usage() {

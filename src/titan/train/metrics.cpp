@@ -3,6 +3,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -10,6 +11,7 @@
 
 #include "titan/common/error.h"
 #include "titan/train/device_stats.h"
+#include "titan/train/tensorboard/event_writer.h"
 
 namespace titan::train {
 
@@ -41,13 +43,18 @@ std::optional<double> device_peak_flops(at::Device device) {
   return std::nullopt;
 }
 
-MetricsLogger::MetricsLogger(const std::string& dump_folder, bool enabled) : enabled_(enabled) {
+MetricsLogger::MetricsLogger(const std::string& dump_folder, bool enabled,
+                             const std::string& tensorboard_folder)
+    : enabled_(enabled) {
   if (!enabled_) return;
   std::filesystem::create_directories(dump_folder);
   const std::string path = dump_folder + "/metrics.jsonl";
   jsonl_.open(path, std::ios::app);
   TITAN_CHECK(jsonl_.good(), "cannot write metrics file ", path);
+  if (!tensorboard_folder.empty()) tensorboard_ = std::make_unique<EventWriter>(tensorboard_folder);
 }
+
+MetricsLogger::~MetricsLogger() = default;
 
 std::string format_step_line(const StepMetrics& m) {
   char buf[512];
@@ -89,6 +96,14 @@ void MetricsLogger::log(const StepMetrics& m) {
   if (m.validation_loss) j["validation_metrics/loss"] = *m.validation_loss;
   jsonl_ << j.dump() << "\n";
   jsonl_.flush();
+  if (tensorboard_) {
+    // One scalar per number of the record, under the same names.
+    std::vector<std::pair<std::string, double>> scalars;
+    for (const auto& [key, value] : j.items())
+      if (key != "step" && value.is_number()) scalars.emplace_back(key, value.get<double>());
+    if (!std::isfinite(m.loss)) scalars.emplace_back("loss", m.loss);  // JSON has no NaN
+    tensorboard_->add_scalars(m.step, scalars);
+  }
 }
 
 }  // namespace titan::train

@@ -5,10 +5,13 @@
 #include <ATen/ATen.h>
 
 #include <fstream>
+#include <memory>
 #include <optional>
 #include <string>
 
 namespace titan::train {
+
+class EventWriter;
 
 struct StepMetrics {
   int64_t step = 0;
@@ -35,13 +38,17 @@ std::optional<double> device_peak_flops(at::Device device);
 
 class MetricsLogger {
  public:
-  // Appends to <dump_folder>/metrics.jsonl (created with its folder).
-  explicit MetricsLogger(const std::string& dump_folder, bool enabled);
+  // Appends to <dump_folder>/metrics.jsonl (created with its folder) and, with a non-empty
+  // `tensorboard_folder`, writes the same values as TensorBoard scalars there.
+  MetricsLogger(const std::string& dump_folder, bool enabled,
+                const std::string& tensorboard_folder = "");
+  ~MetricsLogger();
   void log(const StepMetrics& m);
 
  private:
   std::ofstream jsonl_;
   bool enabled_;
+  std::unique_ptr<EventWriter> tensorboard_;
 };
 
 std::string format_step_line(const StepMetrics& m);

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <limits>
 #include <sstream>
@@ -49,6 +50,12 @@ int64_t micro_batches_per_step(const config::TrainingConfig& t, int64_t dp_degre
   return t.global_batch_size / per_pass;
 }
 
+// <dump_folder>/<metrics.save_tb_folder> when TensorBoard is on, else "".
+std::string tensorboard_folder(const config::TrainerConfig& cfg) {
+  if (!cfg.metrics.enable_tensorboard) return "";
+  return (std::filesystem::path(cfg.job.dump_folder) / cfg.metrics.save_tb_folder).string();
+}
+
 // One training run, set up in torchtitan's order: the other ranks, data, model (with its
 // kernels resolved), loss, parallelize, optimizer, post_optimizer_build, schedule, then what
 // to start from.
@@ -71,7 +78,7 @@ class Trainer {
         scheduler_(cfg.lr_scheduler, cfg.training.steps, cfg.optimizer.lr),
         layout_(dist.data_parallel.get(), dist.rank()),
         checkpoints_(cfg, spec_, *model_, optimizer_, loader_, layout_, save_coordination()),
-        metrics_(cfg.job.dump_folder, /*enabled=*/dist.rank() == 0),
+        metrics_(cfg.job.dump_folder, /*enabled=*/dist.rank() == 0, tensorboard_folder(cfg)),
         validator_(cfg, tokenizer_, tokenizer_->token_to_id(cfg.training.eos_token), dist.dp_size(),
                    dist.dp_rank()),
         progress_(std::cout, /*enabled=*/dist.rank() == 0) {

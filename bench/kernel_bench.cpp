@@ -5,6 +5,7 @@
 //
 //   titan_kernel_bench [--device cpu|cuda] [--sizes debug,small,30b-a3b] [--dtype float32|bfloat16]
 //                      [--ops rms_norm,moe_experts,...] [--reps N] [--no-reference]
+//                      [--impl NAME]
 #include <ATen/ATen.h>
 
 #include <algorithm>
@@ -49,80 +50,131 @@ void synchronize(const at::Device& device) {
   if (device.is_cuda()) at::zeros({1}, at::TensorOptions().device(device)).item<float>();
 }
 
-// Median milliseconds of `run` (a forward + backward), after two warm-up runs.
-double median_ms(const std::function<void()>& run, const at::Device& device, int reps) {
-  std::vector<double> times;
+double elapsed_ms(const std::function<void()>& run, const at::Device& device) {
+  synchronize(device);
+  const auto start = std::chrono::steady_clock::now();
+  run();
+  synchronize(device);
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+      .count();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Median milliseconds of each run (a forward + backward) after two warm-ups, the two timed in
+// turn, in alternating order (ABBA), so that a change of machine load or of the memory system's
+// state (fresh pages after the other run freed its buffers) affects both alike.
+std::pair<double, double> paired_median_ms(const std::function<void()>& a,
+                                           const std::function<void()>& b, const at::Device& device,
+                                           int reps) {
+  std::vector<double> ta, tb;
   for (int i = 0; i < reps + 2; ++i) {
-    synchronize(device);
-    const auto start = std::chrono::steady_clock::now();
-    run();
-    synchronize(device);
-    const auto end = std::chrono::steady_clock::now();
-    if (i >= 2) times.push_back(std::chrono::duration<double, std::milli>(end - start).count());
+    double x = 0, y = 0;
+    if (i % 2 == 0 || !b) {
+      x = elapsed_ms(a, device);
+      if (b) y = elapsed_ms(b, device);
+    } else {
+      y = elapsed_ms(b, device);
+      x = elapsed_ms(a, device);
+    }
+    if (i < 2) continue;
+    ta.push_back(x);
+    tb.push_back(y);
   }
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
+  return {median(ta), b ? median(tb) : -1};
 }
 
 at::Tensor leaf(at::Tensor t) { return t.detach().requires_grad_(true); }
 
-// A forward + backward of one implementation of `op` at `size`, ready to be timed.
-std::function<void()> workload(Op op, const Implementation& impl, const Size& s,
-                               at::ScalarType dtype, const at::Device& device) {
+// The inputs of `op` at `size`, made once and shared by every implementation timed on them
+// (at the Qwen3-30B-A3B size the expert weights alone are 2.4 GB in float32).
+std::vector<at::Tensor> inputs_for(Op op, const Size& s, at::ScalarType dtype,
+                                   const at::Device& device) {
   const auto act = at::TensorOptions().device(device).dtype(dtype);
   const auto master = at::TensorOptions().device(device).dtype(at::kFloat);
   switch (op) {
-    case Op::kRmsNorm: {
-      auto fn = std::get<RmsNormFn>(impl.fn);
-      at::Tensor x = leaf(at::randn({s.tokens, s.hidden}, act)),
-                 w = leaf(at::ones({s.hidden}, master));
-      at::Tensor g = at::randn({s.tokens, s.hidden}, act);
-      return [=] { fn(x, w, 1e-6).backward(g); };
-    }
-    case Op::kMoeExperts: {
-      auto fn = std::get<MoeExpertsFn>(impl.fn);
-      at::Tensor x = leaf(at::randn({s.tokens, s.hidden}, act));
-      Routing r;
-      r.top_experts = std::get<1>(at::topk(at::randn({s.tokens, s.experts}, master), s.top_k, -1));
-      r.top_weights = leaf(at::softmax(at::randn({s.tokens, s.top_k}, master), -1).to(dtype));
-      at::Tensor gate_up = leaf(at::randn({s.experts, 2 * s.moe_inter, s.hidden}, master) * 0.02);
-      at::Tensor down = leaf(at::randn({s.experts, s.hidden, s.moe_inter}, master) * 0.02);
-      at::Tensor g = at::randn({s.tokens, s.hidden}, act);
-      return [=] { fn(x, r, gate_up, down).backward(g); };
-    }
+    case Op::kRmsNorm:
+      return {leaf(at::randn({s.tokens, s.hidden}, act)), leaf(at::ones({s.hidden}, master)),
+              at::randn({s.tokens, s.hidden}, act)};
+    case Op::kMoeExperts:
+      return {leaf(at::randn({s.tokens, s.hidden}, act)),
+              std::get<1>(at::topk(at::randn({s.tokens, s.experts}, master), s.top_k, -1)),
+              leaf(at::softmax(at::randn({s.tokens, s.top_k}, master), -1).to(dtype)),
+              leaf(at::randn({s.experts, 2 * s.moe_inter, s.hidden}, master) * 0.02),
+              leaf(at::randn({s.experts, s.hidden, s.moe_inter}, master) * 0.02),
+              at::randn({s.tokens, s.hidden}, act)};
     case Op::kRope: {
-      auto fn = std::get<RopeFn>(impl.fn);
       const int64_t batch = 4, seq = s.tokens / batch;
-      at::Tensor q = leaf(at::randn({batch, seq, s.heads, s.head_dim}, act));
-      at::Tensor k = leaf(at::randn({batch, seq, s.kv_heads, s.head_dim}, act));
-      at::Tensor angle = at::randn({seq, s.head_dim / 2}, master);
-      at::Tensor cos = at::cat({angle.cos(), angle.cos()}, -1).to(dtype);
-      at::Tensor sin = at::cat({angle.sin(), angle.sin()}, -1).to(dtype);
-      return [=] {
-        const RotatedQueryKey out = fn(q.transpose(1, 2), k.transpose(1, 2), cos, sin);
-        (out.q.sum() + out.k.sum()).backward();
-      };
+      const at::Tensor angle = at::randn({seq, s.head_dim / 2}, master);
+      return {leaf(at::randn({batch, seq, s.heads, s.head_dim}, act)),
+              leaf(at::randn({batch, seq, s.kv_heads, s.head_dim}, act)),
+              at::cat({angle.cos(), angle.cos()}, -1).to(dtype),
+              at::cat({angle.sin(), angle.sin()}, -1).to(dtype)};
     }
-    case Op::kSwiglu: {
-      auto fn = std::get<SwigluFn>(impl.fn);
-      at::Tensor x = leaf(at::randn({s.tokens, s.hidden}, act));
-      at::Tensor gate = leaf(at::randn({s.inter, s.hidden}, master) * 0.02);
-      at::Tensor up = leaf(at::randn({s.inter, s.hidden}, master) * 0.02);
-      at::Tensor down = leaf(at::randn({s.hidden, s.inter}, master) * 0.02);
-      at::Tensor g = at::randn({s.tokens, s.hidden}, act);
-      return [=] { fn(x, gate, up, down).backward(g); };
-    }
+    case Op::kSwiglu:
+      return {leaf(at::randn({s.tokens, s.hidden}, act)),
+              leaf(at::randn({s.inter, s.hidden}, master) * 0.02),
+              leaf(at::randn({s.inter, s.hidden}, master) * 0.02),
+              leaf(at::randn({s.hidden, s.inter}, master) * 0.02),
+              at::randn({s.tokens, s.hidden}, act)};
     case Op::kCrossEntropy: {
-      auto fn = std::get<CrossEntropyFn>(impl.fn);
       const int64_t rows = std::min<int64_t>(s.tokens, device.is_cuda() ? 8192 : 256);
-      at::Tensor h = leaf(at::randn({rows, s.hidden}, act));
-      at::Tensor w = leaf(at::randn({s.vocab, s.hidden}, master) * 0.02);
-      at::Tensor labels = at::randint(0, s.vocab, {rows}, master.dtype(at::kLong));
-      return [=] { fn(h, w, labels, -100).backward(); };
+      return {leaf(at::randn({rows, s.hidden}, act)),
+              leaf(at::randn({s.vocab, s.hidden}, master) * 0.02),
+              at::randint(0, s.vocab, {rows}, master.dtype(at::kLong))};
     }
     default:
       return {};
   }
+}
+
+// A forward + backward of one implementation of `op` on `in` (inputs_for), ready to be timed.
+// The leaves' gradients are dropped after each run, as zero_grad does in training.
+std::function<void()> workload(Op op, const Implementation& impl, std::vector<at::Tensor> in) {
+  std::function<void()> run;
+  switch (op) {
+    case Op::kRmsNorm: {
+      auto fn = std::get<RmsNormFn>(impl.fn);
+      run = [=] { fn(in[0], in[1], 1e-6).backward(in[2]); };
+      break;
+    }
+    case Op::kMoeExperts: {
+      auto fn = std::get<MoeExpertsFn>(impl.fn);
+      Routing r;
+      r.top_experts = in[1];
+      r.top_weights = in[2];
+      run = [=] { fn(in[0], r, in[3], in[4]).backward(in[5]); };
+      break;
+    }
+    case Op::kRope: {
+      auto fn = std::get<RopeFn>(impl.fn);
+      run = [=] {
+        const RotatedQueryKey out = fn(in[0].transpose(1, 2), in[1].transpose(1, 2), in[2], in[3]);
+        (out.q.sum() + out.k.sum()).backward();
+      };
+      break;
+    }
+    case Op::kSwiglu: {
+      auto fn = std::get<SwigluFn>(impl.fn);
+      run = [=] { fn(in[0], in[1], in[2], in[3]).backward(in[4]); };
+      break;
+    }
+    case Op::kCrossEntropy: {
+      auto fn = std::get<CrossEntropyFn>(impl.fn);
+      run = [=] { fn(in[0], in[1], in[2], -100).backward(); };
+      break;
+    }
+    default:
+      return {};
+  }
+  return [run, in] {
+    run();
+    for (const at::Tensor& t : in)
+      if (t.requires_grad()) const_cast<at::Tensor&>(t).mutable_grad().reset();
+  };
 }
 
 std::string fixed(double v, int digits) {
@@ -137,6 +189,7 @@ int main(int argc, char** argv) {
   std::string device_name = "cpu", size_list = "debug,small,30b-a3b", dtype_name = "float32";
   std::string op_list = "rms_norm,moe_experts,rope,swiglu,cross_entropy";
   bool time_reference = true;  // --no-reference: for profiling one implementation alone
+  std::string only;            // --impl NAME: time only that implementation (may be reference)
   int reps = 5;
   for (int i = 1; i < argc; i += 2) {
     const std::string flag = argv[i];
@@ -156,6 +209,8 @@ int main(int argc, char** argv) {
       reps = std::stoi(value);
     else if (flag == "--ops")
       op_list = value;
+    else if (flag == "--impl")
+      only = value;
     else {
       std::cerr << "unknown flag " << flag << "\n";
       return 2;
@@ -177,13 +232,19 @@ int main(int argc, char** argv) {
     for (std::string op_text; std::getline(ops, op_text, ',');) {
       const Op op = op_from_name(op_text, "--ops");
       const Implementation& reference = registry.get(op, "reference");
-      double reference_ms = -1;
+      std::vector<at::Tensor> inputs;  // made when the first implementation needs them
       for (const std::string& name : registry.names(op)) {
         const Implementation& impl = registry.get(op, name);
-        if (name == "reference" || !impl.supports(device.type(), dtype)) continue;
-        if (reference_ms < 0 && time_reference)
-          reference_ms = median_ms(workload(op, reference, size, dtype, device), device, reps);
-        const double ms = median_ms(workload(op, impl, size, dtype, device), device, reps);
+        if (!only.empty() ? name != only
+                          : name == "reference" || !impl.supports(device.type(), dtype))
+          continue;
+        double reference_ms = -1;
+        if (inputs.empty()) inputs = inputs_for(op, size, dtype, device);
+        std::function<void()> reference_run;
+        if (time_reference) reference_run = workload(op, reference, inputs);
+        double ms = 0;
+        std::tie(ms, reference_ms) =
+            paired_median_ms(workload(op, impl, inputs), reference_run, device, reps);
         std::cout << "| " << op_name(op) << " | " << size.name << " | " << device_name << " | "
                   << dtype_name << " | " << name << " | " << fixed(ms, 3) << " | "
                   << fixed(reference_ms, 3) << " | " << fixed(reference_ms / ms, 2) << "x |"

@@ -62,3 +62,21 @@ def test_kernels_path_errors_name_the_entry(tmp_path, small_corpus, tokenizer_di
         "--override.imports", imports, check=False)
     assert proc.returncode != 0
     assert f"'{imports}'" in proc.stderr, proc.stderr
+
+
+def test_kernels_debugmodel_takes_the_model_from_an_hf_folder(tmp_path, small_corpus,
+                                                               tokenizer_dir):
+    from hf_models import make_hf_model
+    hf = tmp_path / "hf"
+    make_hf_model(hf, moe=True, tokenizer_dir=tokenizer_dir)
+    runs = {}
+    for config, name in [("qwen3_debugmodel_moe", "reference"),
+                         ("titan_kernels_qwen3_debugmodel", "fused")]:
+        proc, runs[name] = train(tmp_path, name, small_corpus, hf, config,
+                                 "--model.flavor", "auto", "--checkpoint.initial_load_in_hf",
+                                 "true", "--checkpoint.initial_load_path", hf)
+        # Two layers of 4 experts (the HF folder's sizes), not the debug flavor's four.
+        assert "[override] moe_experts: layers.0.moe, layers.1.moe -> fused" in proc.stdout \
+            or name == "reference", proc.stdout
+    for step, (a, b) in enumerate(zip(runs["reference"], runs["fused"]), 1):
+        assert abs(a - b) <= 1e-5 * abs(a), f"step {step}: reference {a}, fused {b}"

@@ -73,8 +73,8 @@ int run_plot(const Args& args) {
   TITAN_CHECK(pipe != nullptr, "cannot run ", python, " for titan plot");
   std::fputs(kPlotMetricsSource, pipe);
   const int status = ::pclose(pipe);
-  TITAN_CHECK(status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0,
-              "titan plot: ", python, " could not draw ", metrics,
+  TITAN_CHECK(status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0, "titan plot: ", python,
+              " could not draw ", metrics,
               " (it needs matplotlib: run scripts/setup, or give --python)");
   return 0;
 }

@@ -74,6 +74,14 @@ void for_each_expert(const std::vector<int64_t>& offsets, Fn fn) {
       fn(static_cast<int64_t>(e), offsets[e], offsets[e + 1] - offsets[e]);
 }
 
+// Zeroes the gradient of every expert that received no rows (the others are written whole by
+// their GEMM, so zeroing them first would only cost a pass over the weights' size).
+at::Tensor zero_where_empty(at::Tensor grad, const std::vector<int64_t>& offsets) {
+  for (size_t e = 0; e + 1 < offsets.size(); ++e)
+    if (offsets[e + 1] == offsets[e]) grad[static_cast<int64_t>(e)].zero_();
+  return grad;
+}
+
 // out[rows of e] = a[rows of e] @ b(e) for every expert that received rows; b(e) is a view.
 template <typename WeightOf>
 void per_expert_mm(const std::vector<int64_t>& offsets, const at::Tensor& a, at::Tensor& out,
@@ -223,8 +231,7 @@ class MoeExpertsFunction : public torch::autograd::Function<MoeExpertsFunction> 
         combine_backward(g, y, weights, row_of_slot, dy).to(weights.scalar_type());
     at::Tensor da = at::empty_like(a);
     per_expert_mm(offsets, dy, da, [&](int64_t e) { return down[e]; });
-    // Experts that received no rows get zero gradients.
-    at::Tensor ddown = at::zeros_like(down);
+    at::Tensor ddown = zero_where_empty(at::empty_like(down), offsets);
     for_each_expert(offsets, [&](int64_t e, int64_t begin, int64_t n) {
       at::Tensor ddown_e = ddown[e];
       at::mm_out(ddown_e, dy.narrow(0, begin, n).t(), a.narrow(0, begin, n));
@@ -234,7 +241,7 @@ class MoeExpertsFunction : public torch::autograd::Function<MoeExpertsFunction> 
     at::Tensor dxs = at::empty({rows, x.size(1)}, x.options());
     per_expert_mm(offsets, dh, dxs, [&](int64_t e) { return gate_up[e]; });
     const at::Tensor xs = x.index_select(0, token_of_row);
-    at::Tensor dgate_up = at::zeros_like(gate_up);
+    at::Tensor dgate_up = zero_where_empty(at::empty_like(gate_up), offsets);
     for_each_expert(offsets, [&](int64_t e, int64_t begin, int64_t n) {
       at::Tensor dgate_up_e = dgate_up[e];
       at::mm_out(dgate_up_e, dh.narrow(0, begin, n).t(), xs.narrow(0, begin, n));

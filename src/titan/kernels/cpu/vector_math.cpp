@@ -103,17 +103,7 @@ float dot(const float* a, const float* b, int64_t n) {
   return sum;
 }
 
-TITAN_VECTOR_CLONES
-float sum_squares(const float* a, int64_t n) {
-  float lanes[kLanes] = {};
-  int64_t j = 0;
-  for (; j + kLanes <= n; j += kLanes)
-    for (int l = 0; l < kLanes; ++l) lanes[l] += a[j + l] * a[j + l];
-  for (int l = 0; j < n; ++j, ++l) lanes[l] += a[j] * a[j];
-  float sum = 0.0f;
-  for (int l = 0; l < kLanes; ++l) sum += lanes[l];
-  return sum;
-}
+float sum_squares(const float* a, int64_t n) { return dot(a, a, n); }
 
 TITAN_VECTOR_CLONES
 void bf16_to_float(const uint16_t* in, float* out, int64_t n) {

@@ -28,7 +28,8 @@ uint32_t masked_crc32c(const void* data, size_t size) {
 
 template <typename T>
 void append_le(std::string& out, T value) {  // little-endian, as TFRecord stores integers
-  for (size_t i = 0; i < sizeof(T); ++i) out.push_back(static_cast<char>((value >> (8 * i)) & 0xff));
+  for (size_t i = 0; i < sizeof(T); ++i)
+    out.push_back(static_cast<char>((value >> (8 * i)) & 0xff));
 }
 
 }  // namespace
@@ -37,9 +38,8 @@ EventWriter::EventWriter(const std::string& folder) {
   std::filesystem::create_directories(folder);
   char host[256] = "localhost";
   ::gethostname(host, sizeof host - 1);
-  path_ = folder + "/events.out.tfevents." +
-          std::to_string(static_cast<int64_t>(now_seconds())) + "." + host + "." +
-          std::to_string(::getpid()) + ".titan";
+  path_ = folder + "/events.out.tfevents." + std::to_string(static_cast<int64_t>(now_seconds())) +
+          "." + host + "." + std::to_string(::getpid()) + ".titan";
   out_.open(path_, std::ios::binary | std::ios::app);
   TITAN_CHECK(out_.good(), "cannot write TensorBoard events file ", path_);
   tensorboard::Event version;

@@ -5,9 +5,10 @@
 namespace titan::train {
 
 EventWriter::EventWriter(const std::string& folder) {
-  fail("metrics.enable_tensorboard: this titan was built without protobuf (install "
-       "libprotobuf-dev and protobuf-compiler, then rebuild), so it cannot write ",
-       folder);
+  fail(
+      "metrics.enable_tensorboard: this titan was built without protobuf (install "
+      "libprotobuf-dev and protobuf-compiler, then rebuild), so it cannot write ",
+      folder);
 }
 
 void EventWriter::add_scalars(int64_t, const std::vector<std::pair<std::string, double>>&) {}

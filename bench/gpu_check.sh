@@ -62,6 +62,21 @@ for p in path1_transformers path2_native path3_kernels; do
   grep '^\[override\]' "$OUT/$p.log"
 done
 
+stamp "reference vs kernels path, 50 bf16 steps on CUDA: losses within bf16 tolerance"
+for p in ref50:qwen3_debugmodel_moe kern50:titan_kernels_qwen3_debugmodel; do
+  $B/bin/titan train --module qwen3 --config ${p#*:} --training.device cuda --training.steps 50 \
+    --training.local_batch_size 8 --training.seq_len 512 --metrics.log_freq 1 \
+    --training.mixed_precision_param bfloat16 --job.dump_folder "$OUT/${p%%:*}" > "$OUT/${p%%:*}.log" 2>&1
+done
+result[paths_50_steps]=$($PY - "$OUT/ref50/metrics.jsonl" "$OUT/kern50/metrics.jsonl" <<'PYEOF' 2>&1 | tail -1
+import json, sys
+a, b = ([json.loads(l)["loss"] for l in open(f)] for f in sys.argv[1:3])
+assert len(a) == len(b) == 50, (len(a), len(b))
+worst = max(abs(x - y) / abs(x) for x, y in zip(a, b))
+print(f"{'pass' if worst < 2e-2 else 'FAIL'}: max rel loss diff {worst:.2e} over 50 steps, last {a[-1]:.4f} / {b[-1]:.4f}")
+PYEOF
+)
+
 stamp "debug model trains on CUDA (bf16 compute, fp32 master weights)"
 if $B/bin/titan train --module qwen3 --config qwen3_debugmodel_moe --training.device cuda \
     --training.steps 30 --training.local_batch_size 8 --training.seq_len 512 --metrics.log_freq 10 \
@@ -102,8 +117,9 @@ else
   result[fsdp_gloo_2]="FAIL: $(grep -m1 error "$OUT/fsdp_cpu.log")"
 fi
 
-stamp "throughput vs HF eager"
-$PY bench/gpu_throughput.py --titan $B/bin/titan --steps 10 --out "$OUT" 2>&1 | tee "$OUT/throughput.log" | grep -v '^{' 
+stamp "throughput: titan reference and kernels paths vs HF eager and HF compiled"
+$PY bench/gpu_throughput.py --titan $B/bin/titan --steps 10 --out "$OUT" --profile \
+  --results "$OUT/RESULTS_gpu.md" 2>&1 | tee "$OUT/throughput.log" | grep -v '^{' 
 
 stamp "summary"
 for k in "${!result[@]}"; do printf '%-16s %s\n' "$k" "${result[$k]}"; done

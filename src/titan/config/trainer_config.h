@@ -269,6 +269,19 @@ struct OverrideConfig {
   }
 };
 
+// Traces of one step every profile_freq steps (torchtitan's profiling section).
+struct ProfilingConfig {
+  bool enable_profiling = false;
+  std::string save_traces_folder = "profile_traces";  // relative to job.dump_folder
+  int64_t profile_freq = 10;
+  template <class V>
+  void visit(V& v) {
+    v("enable_profiling", enable_profiling);
+    v("save_traces_folder", save_traces_folder);
+    v("profile_freq", profile_freq);
+  }
+};
+
 struct CommConfig {
   int64_t init_timeout_seconds = 300;
   int64_t train_timeout_seconds = 100;
@@ -307,6 +320,7 @@ struct TrainerConfig {
   ActivationCheckpointConfig activation_checkpoint;
   MetricsConfig metrics;
   ValidatorConfig validator;
+  ProfilingConfig profiling;
   OverrideConfig overrides;  // section "override"
   CommConfig comm;
   DebugConfig debug;
@@ -324,6 +338,7 @@ struct TrainerConfig {
     s("activation_checkpoint", activation_checkpoint);
     s("metrics", metrics);
     s("validator", validator);
+    s("profiling", profiling);
     s("override", overrides);
     s("comm", comm);
     s("debug", debug);

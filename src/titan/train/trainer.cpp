@@ -32,6 +32,7 @@
 #include "titan/train/precision.h"
 #include "titan/train/progress_line.h"
 #include "titan/train/sharded_layout.h"
+#include "titan/train/step_profiler.h"
 #include "titan/train/stop_request.h"
 #include "titan/train/validator.h"
 
@@ -81,7 +82,8 @@ class Trainer {
         metrics_(cfg.job.dump_folder, /*enabled=*/dist.rank() == 0, tensorboard_folder(cfg)),
         validator_(cfg, tokenizer_, tokenizer_->token_to_id(cfg.training.eos_token), dist.dp_size(),
                    dist.dp_rank()),
-        progress_(std::cout, /*enabled=*/dist.rank() == 0) {
+        progress_(std::cout, /*enabled=*/dist.rank() == 0),
+        profiler_(cfg, dist.rank(), precision_.device) {
     micro_batches_ = micro_batches_per_step(cfg.training, dist_.dp_size());
     if (spec_.post_optimizer_build) {
       models::OptimizerHooks hooks;
@@ -106,7 +108,13 @@ class Trainer {
       const nlohmann::json loader_before = loader_.state();
       StepResult result;
       try {
+        profiler_.begin_step(step);
         result = train_step(step);
+        const std::string trace = profiler_.end_step(step);
+        if (!trace.empty() && dist_.rank() == 0) {
+          progress_.clear();
+          std::cout << "[titan] profiled step " << step << ": " << trace << std::endl;
+        }
       } catch (const data::DataReadError&) {
         // Nothing of this step reached the weights (its batches are read first): keep the
         // state after the previous step, with the data where this step began.
@@ -377,6 +385,7 @@ class Trainer {
   MetricsLogger metrics_;
   Validator validator_;
   ProgressLine progress_;
+  StepProfiler profiler_;
   StopRequest stop_;
   int64_t skipped_steps_ = 0;
   int64_t micro_batches_ = 1;

@@ -77,6 +77,8 @@ struct TrainingConfig {
   std::string dataset = "python_stdlib";
   // A .jsonl (one {"text": ...} per line) or .txt file.
   std::string dataset_path = "assets/corpus/python_stdlib.jsonl";
+  // The field of each jsonl record (.jsonl, .jsonl.gz, .jsonl.zst) that holds its text.
+  std::string dataset_text_field = "text";
   // Token placed between packed documents.
   std::string eos_token = "<|endoftext|>";
   int64_t seed = 0;
@@ -98,6 +100,7 @@ struct TrainingConfig {
     v("mixed_precision_reduce", mixed_precision_reduce);
     v("dataset", dataset);
     v("dataset_path", dataset_path);
+    v("dataset_text_field", dataset_text_field);
     v("eos_token", eos_token);
     v("seed", seed);
     v("deterministic", deterministic);

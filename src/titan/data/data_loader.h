@@ -24,9 +24,11 @@ struct Batch {
 class DataLoader {
  public:
   // Throws titan::Error naming the file when it is missing, or empty (no tokens at all).
+  // `text_field`: the field of a jsonl record that holds the document (training.
+  // dataset_text_field).
   DataLoader(std::shared_ptr<const Tokenizer> tok, const std::string& dataset_path,
              int64_t local_batch_size, int64_t seq_len, int32_t eos_id, int64_t dp_rank = 0,
-             int64_t dp_world = 1);
+             int64_t dp_world = 1, const std::string& text_field = "text");
 
   Batch next();
 

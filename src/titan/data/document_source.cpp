@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "titan/common/error.h"
+#include "titan/data/decompress.h"
 
 namespace titan::data {
 namespace {
@@ -23,63 +24,94 @@ void check_readable(const std::string& path) {
     fail("dataset file ", path, " is a directory, not a file");
 }
 
+// Finds the non-blank lines of a file given block by block.
+class LineIndexer {
+ public:
+  explicit LineIndexer(std::vector<JsonlSource::Line>& lines) : lines_(lines) {}
+  void feed(const char* block, size_t n) {
+    for (size_t i = 0; i < n; ++i) {
+      if (block[i] == '\n') {
+        if (!blank_) lines_.push_back({line_start_, offset_ + i - line_start_, number_});
+        line_start_ = offset_ + i + 1;
+        ++number_;
+        blank_ = true;
+      } else if (blank_ && !is_blank(&block[i], 1)) {
+        blank_ = false;
+      }
+    }
+    offset_ += n;
+  }
+  void finish() {
+    if (!blank_) lines_.push_back({line_start_, offset_ - line_start_, number_});
+  }
+
+ private:
+  std::vector<JsonlSource::Line>& lines_;
+  uint64_t offset_ = 0, line_start_ = 0, number_ = 1;
+  bool blank_ = true;  // so far, the current line holds only blanks
+};
+
 }  // namespace
 
-std::unique_ptr<DocumentSource> DocumentSource::open(const std::string& path) {
+std::unique_ptr<DocumentSource> DocumentSource::open(const std::string& path,
+                                                     const std::string& text_field) {
   check_readable(path);
-  if (path.ends_with(".jsonl")) return std::make_unique<JsonlSource>(path);
-  if (path.ends_with(".jsonl.zst") || path.ends_with(".jsonl.gz")) {
-    fail("dataset file ", path, ": compressed jsonl is not supported; decompress it first");
-  }
+  if (path.ends_with(".jsonl") || path.ends_with(".jsonl.gz") || path.ends_with(".jsonl.zst"))
+    return std::make_unique<JsonlSource>(path, text_field);
+  if (is_compressed(path))
+    fail("dataset file ", path, ": compressed files are read as .jsonl.gz or .jsonl.zst");
   return std::make_unique<TextFileSource>(path);
 }
 
-JsonlSource::JsonlSource(const std::string& path)
-    : DocumentSource(path), in_(path, std::ios::binary) {
-  if (!in_) fail("dataset file ", path, " cannot be opened");
-  // One pass in 1 MiB blocks to find the line boundaries.
-  std::vector<char> block(1 << 20);
-  uint64_t offset = 0, line_start = 0, number = 1;
-  bool blank = true;  // so far, the current line holds only blanks
-  while (in_) {
-    in_.read(block.data(), static_cast<std::streamsize>(block.size()));
-    const auto n = static_cast<size_t>(in_.gcount());
-    if (n == 0) break;
-    for (size_t i = 0; i < n; ++i) {
-      if (block[i] == '\n') {
-        if (!blank) lines_.push_back({line_start, offset + i - line_start, number});
-        line_start = offset + i + 1;
-        ++number;
-        blank = true;
-      } else if (blank && !is_blank(&block[i], 1)) {
-        blank = false;
-      }
+JsonlSource::JsonlSource(const std::string& path, std::string text_field)
+    : DocumentSource(path), text_field_(std::move(text_field)), in_memory_(is_compressed(path)) {
+  LineIndexer indexer(lines_);
+  if (in_memory_) {
+    content_ = decompress_file(path);
+    indexer.feed(content_.data(), content_.size());
+  } else {
+    in_.open(path, std::ios::binary);
+    if (!in_) fail("dataset file ", path, " cannot be opened");
+    // One pass in 1 MiB blocks to find the line boundaries.
+    std::vector<char> block(1 << 20);
+    while (in_) {
+      in_.read(block.data(), static_cast<std::streamsize>(block.size()));
+      const auto n = static_cast<size_t>(in_.gcount());
+      if (n == 0) break;
+      indexer.feed(block.data(), n);
     }
-    offset += n;
+    in_.clear();
   }
-  if (!blank) lines_.push_back({line_start, offset - line_start, number});
-  in_.clear();
+  indexer.finish();
 }
 
-std::string JsonlSource::text(int64_t index) {
-  const Line& line = lines_.at(static_cast<size_t>(index));
+std::string JsonlSource::raw_line(const Line& line) {
+  if (in_memory_) return content_.substr(line.offset, line.length);
   std::string raw(line.length, '\0');
   in_.seekg(static_cast<std::streamoff>(line.offset));
   in_.read(raw.data(), static_cast<std::streamsize>(raw.size()));
   if (static_cast<uint64_t>(in_.gcount()) != line.length) {
+    in_.clear();
     fail_read("dataset file ", path_, ":", line.number, ": cannot read the line (file changed?)");
   }
+  return raw;
+}
+
+std::string JsonlSource::text(int64_t index) {
+  const Line& line = lines_.at(static_cast<size_t>(index));
+  const std::string raw = raw_line(line);
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(raw);
   } catch (const nlohmann::json::exception& e) {
     fail_read("dataset file ", path_, ":", line.number, ": invalid JSON: ", e.what());
   }
-  if (!j.is_object() || !j.contains("text") || !j["text"].is_string()) {
+  if (!j.is_object() || !j.contains(text_field_) || !j[text_field_].is_string()) {
     fail_read("dataset file ", path_, ":", line.number,
-              ": expected an object with a string field \"text\"");
+              ": expected an object with a string field \"", text_field_,
+              "\" (training.dataset_text_field)");
   }
-  return std::move(j["text"].get_ref<std::string&>());
+  return std::move(j[text_field_].get_ref<std::string&>());
 }
 
 TextFileSource::TextFileSource(const std::string& path) : DocumentSource(path) {}

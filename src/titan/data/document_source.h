@@ -1,5 +1,6 @@
 // The documents of one dataset file, by index:
-//   .jsonl  one JSON object per line with a string field "text" (blank lines are skipped);
+//   .jsonl, .jsonl.gz, .jsonl.zst  one JSON object per line with a string field (training.
+//           dataset_text_field, default "text"); blank lines are skipped;
 //   .txt    (or any other name) the whole file is one document.
 // A bad line is a DataReadError naming file:line when that document is read.
 #pragma once
@@ -31,7 +32,8 @@ template <class... Parts>
 class DocumentSource {
  public:
   // Throws titan::Error naming `path` when it is missing or unreadable.
-  static std::unique_ptr<DocumentSource> open(const std::string& path);
+  static std::unique_ptr<DocumentSource> open(const std::string& path,
+                                              const std::string& text_field = "text");
   virtual ~DocumentSource() = default;
 
   virtual int64_t size() const = 0;
@@ -46,18 +48,25 @@ class DocumentSource {
 };
 
 // A .jsonl file, indexed once at opening (offset and line number of every non-blank line) so that
-// any document can be read on demand, e.g. when a resumed run seeks to where it stopped.
+// any document can be read on demand, e.g. when a resumed run seeks to where it stopped. A
+// compressed one (.jsonl.gz, .jsonl.zst) is decompressed into memory at opening; a plain one is
+// read from the file as documents are needed.
 class JsonlSource : public DocumentSource {
  public:
-  explicit JsonlSource(const std::string& path);
+  JsonlSource(const std::string& path, std::string text_field);
   int64_t size() const override { return static_cast<int64_t>(lines_.size()); }
   std::string text(int64_t index) override;
 
- private:
   struct Line {
     uint64_t offset, length, number;
   };
+
+ private:
+  std::string raw_line(const Line& line);
   std::vector<Line> lines_;
+  std::string text_field_;
+  bool in_memory_ = false;
+  std::string content_;  // the decompressed file, when in_memory_
   std::ifstream in_;
 };
 

@@ -71,7 +71,8 @@ class Trainer {
         tokenizer_(std::make_shared<const data::Tokenizer>(
             data::Tokenizer::from_directory(cfg.model.hf_assets_path))),
         loader_(tokenizer_, cfg.training.dataset_path, cfg.training.local_batch_size,
-                cfg.training.seq_len, tokenizer_->token_to_id(cfg.training.eos_token)),
+                cfg.training.seq_len, tokenizer_->token_to_id(cfg.training.eos_token),
+                /*dp_rank=*/0, /*dp_world=*/1, cfg.training.dataset_text_field),
         spec_(models::get_model_spec(cfg.model.name)),
         model_(build_model()),
         loss_(*model_, &overrides_),

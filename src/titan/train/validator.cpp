@@ -12,7 +12,8 @@ Validator::Validator(const config::TrainerConfig& cfg,
     : cfg_(cfg), dp_size_(dp_size), dp_rank_(dp_rank) {
   if (!cfg.validator.enable) return;
   loader_.emplace(std::move(tokenizer), cfg.validator.dataset_path, cfg.training.local_batch_size,
-                  cfg.training.seq_len, eos_id);
+                  cfg.training.seq_len, eos_id, /*dp_rank=*/0, /*dp_world=*/1,
+                  cfg.training.dataset_text_field);
   start_ = loader_->state();
   if (cfg.validator.steps > 0) {
     global_batches_ = cfg.validator.steps;

@@ -1,0 +1,115 @@
+"""Dataset files in compressed jsonl (.jsonl.gz with Python's gzip, .jsonl.zst with the zstd
+tool) give the token stream of the plain jsonl of the same records, a configurable text field
+reads other record layouts, and broken files fail with one error naming the file (and line)."""
+import gzip
+import json
+import shutil
+import subprocess
+
+import pytest
+
+from conftest import read_metrics, run_titan
+
+
+@pytest.fixture(scope="module")
+def records(small_corpus):
+    return [json.loads(line) for line in small_corpus.read_text().splitlines() if line.strip()]
+
+
+def write_jsonl(path, records, field="text", extra=None):
+    lines = [json.dumps({field: r["text"], **(extra or {})}) for r in records]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def gz(path):
+    out = path.with_name(path.name + ".gz")
+    out.write_bytes(gzip.compress(path.read_bytes()))
+    return out
+
+
+def zst(path):
+    out = path.with_name(path.name + ".zst")
+    subprocess.run(["zstd", "-q", "-f", str(path), "-o", str(out)], check=True)
+    return out
+
+
+def shards(tmp_path, tokenizer_dir, name, *inputs):
+    prefix = tmp_path / name
+    run_titan("tokenize", "--tokenizer", tokenizer_dir, "--input", *inputs, "--output", prefix)
+    meta = json.loads(prefix.with_suffix(".json").read_text())
+    data = b"".join((tmp_path / s["file"]).read_bytes() for s in meta["shards"])
+    return meta["documents"], data
+
+
+def test_compressed_jsonl_gives_the_plain_token_stream(tmp_path, tokenizer_dir, records):
+    plain = write_jsonl(tmp_path / "c.jsonl", records)
+    docs, expected = shards(tmp_path, tokenizer_dir, "plain", plain)
+    assert docs == len(records) and len(expected) > 1000
+    for name, path in (("gz", gz(plain)), ("zst", zst(plain))):
+        assert shards(tmp_path, tokenizer_dir, name, path) == (docs, expected), name
+
+
+def test_multi_member_gzip_and_multi_frame_zstd(tmp_path, tokenizer_dir, records):
+    half = len(records) // 2
+    a = write_jsonl(tmp_path / "a.jsonl", records[:half])
+    b = write_jsonl(tmp_path / "b.jsonl", records[half:])
+    whole = write_jsonl(tmp_path / "whole.jsonl", records)
+    expected = shards(tmp_path, tokenizer_dir, "whole", whole)
+    (tmp_path / "two.jsonl.gz").write_bytes(gz(a).read_bytes() + gz(b).read_bytes())
+    (tmp_path / "two.jsonl.zst").write_bytes(zst(a).read_bytes() + zst(b).read_bytes())
+    assert shards(tmp_path, tokenizer_dir, "g2", tmp_path / "two.jsonl.gz") == expected
+    assert shards(tmp_path, tokenizer_dir, "z2", tmp_path / "two.jsonl.zst") == expected
+
+
+def train(tmp_path, name, corpus, tokenizer_dir, *extra):
+    dump = tmp_path / name
+    run_titan("train", "--module", "qwen3", "--config", "qwen3_debugmodel",
+              "--training.local_batch_size", "1", "--training.seq_len", "32",
+              "--training.steps", "3", "--metrics.log_freq", "1", "--job.dump_folder", dump,
+              "--training.dataset_path", corpus, "--model.hf_assets_path", tokenizer_dir, *extra)
+    return [m["loss"] for m in read_metrics(dump)]
+
+
+def test_training_on_compressed_data_and_another_text_field(tmp_path, tokenizer_dir, records):
+    plain = train(tmp_path, "plain", write_jsonl(tmp_path / "p.jsonl", records), tokenizer_dir)
+    content = zst(write_jsonl(tmp_path / "content.jsonl", records, field="content",
+                              extra={"text": 7}))
+    assert train(tmp_path, "zst", content, tokenizer_dir,
+                 "--training.dataset_text_field", "content") == plain
+
+
+def error_of(tmp_path, tokenizer_dir, path, *extra):
+    proc = run_titan("train", "--module", "qwen3", "--config", "qwen3_debugmodel",
+                     "--training.steps", "1", "--training.seq_len", "32",
+                     "--training.local_batch_size", "1", "--job.dump_folder", tmp_path / "e",
+                     "--training.dataset_path", path, "--model.hf_assets_path", tokenizer_dir,
+                     *extra, check=False)
+    assert proc.returncode != 0
+    lines = [l for l in proc.stderr.splitlines() if l.startswith("error:")]
+    assert len(lines) == 1, proc.stderr
+    return lines[0]
+
+
+def test_broken_compressed_files_name_the_file(tmp_path, tokenizer_dir, records):
+    plain = write_jsonl(tmp_path / "r.jsonl", records)
+    not_gzip = tmp_path / "junk.jsonl.gz"
+    not_gzip.write_bytes(b"this is not gzip at all\n" * 10)
+    assert f"{not_gzip}: not gzip data" in error_of(tmp_path, tokenizer_dir, not_gzip)
+    cut = tmp_path / "cut.jsonl.gz"
+    data = gz(plain).read_bytes()
+    cut.write_bytes(data[: len(data) // 2])
+    assert f"{cut}: corrupt or truncated gzip data" in error_of(tmp_path, tokenizer_dir, cut)
+    junk_zst = tmp_path / "junk.jsonl.zst"
+    junk_zst.write_bytes(b"\x00" * 64)
+    assert f"{junk_zst}: corrupt zstd data" in error_of(tmp_path, tokenizer_dir, junk_zst)
+    cut_zst = tmp_path / "cut.jsonl.zst"
+    data = zst(plain).read_bytes()
+    cut_zst.write_bytes(data[: len(data) // 2])
+    assert f"{cut_zst}: truncated zstd data" in error_of(tmp_path, tokenizer_dir, cut_zst)
+
+
+def test_record_without_the_text_field_names_file_and_line(tmp_path, tokenizer_dir, records):
+    path = gz(write_jsonl(tmp_path / "f.jsonl", records))
+    message = error_of(tmp_path, tokenizer_dir, path, "--training.dataset_text_field", "body")
+    assert f"dataset file {path}:1: expected an object with a string field \"body\"" in message

@@ -113,3 +113,38 @@ def test_record_without_the_text_field_names_file_and_line(tmp_path, tokenizer_d
     path = gz(write_jsonl(tmp_path / "f.jsonl", records))
     message = error_of(tmp_path, tokenizer_dir, path, "--training.dataset_text_field", "body")
     assert f"dataset file {path}:1: expected an object with a string field \"body\"" in message
+
+
+def test_folders_and_globs_read_their_files_in_sorted_order(tmp_path, tokenizer_dir, records):
+    data = tmp_path / "data"
+    (data / "sub").mkdir(parents=True)
+    quarter = len(records) // 4
+    a = write_jsonl(data / "a.jsonl", records[:quarter])
+    b = gz(write_jsonl(tmp_path / "b.jsonl", records[quarter:2 * quarter]))
+    shutil.move(b, data / "b.jsonl.gz")
+    c = zst(write_jsonl(tmp_path / "c.jsonl", records[2 * quarter:3 * quarter]))
+    shutil.move(c, data / "sub" / "c.jsonl.zst")
+    (data / "d.txt").write_text(records[-1]["text"], encoding="utf-8")
+    (data / ".hidden.jsonl").write_text('{"text": "skipped"}\n')
+    (data / "README.md").write_text("not data\n")
+    explicit = shards(tmp_path, tokenizer_dir, "explicit", a, data / "b.jsonl.gz", data / "d.txt",
+                      data / "sub" / "c.jsonl.zst")
+    assert explicit[0] == 3 * quarter + 1
+    assert shards(tmp_path, tokenizer_dir, "folder", data) == explicit
+    globbed = shards(tmp_path, tokenizer_dir, "glob", data / "*.jsonl*")
+    assert globbed == shards(tmp_path, tokenizer_dir, "two", a, data / "b.jsonl.gz")
+    # Training reads a folder as the concatenation of its files, in the same order.
+    concatenated = write_jsonl(tmp_path / "all.jsonl",
+                               records[:2 * quarter] + [{"text": records[-1]["text"]}]
+                               + records[2 * quarter:3 * quarter])
+    assert train(tmp_path, "folder_run", data, tokenizer_dir) == \
+        train(tmp_path, "file_run", concatenated, tokenizer_dir)
+
+
+def test_a_glob_or_folder_with_nothing_to_read_is_an_error(tmp_path, tokenizer_dir):
+    pattern = tmp_path / "none-*.jsonl"
+    assert f"dataset glob {pattern} matches no file" in error_of(tmp_path, tokenizer_dir, pattern)
+    empty = tmp_path / "empty_folder"
+    empty.mkdir()
+    (empty / "notes.md").write_text("x")
+    assert f"dataset folder {empty} has no .jsonl" in error_of(tmp_path, tokenizer_dir, empty)

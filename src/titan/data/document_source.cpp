@@ -1,5 +1,8 @@
 #include "titan/data/document_source.h"
 
+#include <glob.h>
+
+#include <algorithm>
 #include <filesystem>
 #include <sstream>
 
@@ -51,16 +54,71 @@ class LineIndexer {
   bool blank_ = true;  // so far, the current line holds only blanks
 };
 
-}  // namespace
+bool is_supported_name(const std::string& name) {
+  return name.ends_with(".jsonl") || name.ends_with(".jsonl.gz") || name.ends_with(".jsonl.zst") ||
+         name.ends_with(".txt");
+}
 
-std::unique_ptr<DocumentSource> DocumentSource::open(const std::string& path,
-                                                     const std::string& text_field) {
+bool is_glob(const std::string& path) { return path.find_first_of("*?[") != std::string::npos; }
+
+// The files of a folder (recursively, hidden ones skipped) or the matches of a glob, sorted.
+std::vector<std::string> files_of(const std::string& path) {
+  std::vector<std::string> files;
+  if (is_glob(path)) {
+    glob_t matches{};
+    const int rc = ::glob(path.c_str(), 0, nullptr, &matches);
+    for (size_t i = 0; rc == 0 && i < matches.gl_pathc; ++i)
+      if (std::filesystem::is_regular_file(matches.gl_pathv[i]))
+        files.push_back(matches.gl_pathv[i]);
+    globfree(&matches);
+    TITAN_CHECK(!files.empty(), "dataset glob ", path, " matches no file");
+  } else {
+    for (const auto& entry : std::filesystem::recursive_directory_iterator(path)) {
+      const std::string name = entry.path().filename().string();
+      if (entry.is_regular_file() && !name.starts_with(".") && is_supported_name(name))
+        files.push_back(entry.path().string());
+    }
+    TITAN_CHECK(!files.empty(), "dataset folder ", path,
+                " has no .jsonl, .jsonl.gz, .jsonl.zst or .txt file");
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+std::unique_ptr<DocumentSource> open_file(const std::string& path, const std::string& text_field) {
   check_readable(path);
   if (path.ends_with(".jsonl") || path.ends_with(".jsonl.gz") || path.ends_with(".jsonl.zst"))
     return std::make_unique<JsonlSource>(path, text_field);
   if (is_compressed(path))
     fail("dataset file ", path, ": compressed files are read as .jsonl.gz or .jsonl.zst");
   return std::make_unique<TextFileSource>(path);
+}
+
+}  // namespace
+
+std::unique_ptr<DocumentSource> DocumentSource::open(const std::string& path,
+                                                     const std::string& text_field) {
+  std::error_code ec;
+  if (!is_glob(path) && !std::filesystem::is_directory(path, ec))
+    return open_file(path, text_field);
+  std::vector<std::unique_ptr<DocumentSource>> sources;
+  for (const std::string& file : files_of(path)) sources.push_back(open_file(file, text_field));
+  if (sources.size() == 1) return std::move(sources.front());
+  return std::make_unique<MultiFileSource>(path, std::move(sources));
+}
+
+MultiFileSource::MultiFileSource(std::string description,
+                                 std::vector<std::unique_ptr<DocumentSource>> files)
+    : DocumentSource(std::move(description)), files_(std::move(files)) {
+  starts_.push_back(0);
+  for (const auto& f : files_) starts_.push_back(starts_.back() + f->size());
+}
+
+std::string MultiFileSource::text(int64_t index) {
+  // The last file whose first document is at or before `index` (files may hold no document).
+  const auto it = std::upper_bound(starts_.begin(), starts_.end() - 1, index);
+  const size_t file = static_cast<size_t>(it - starts_.begin()) - 1;
+  return files_[file]->text(index - starts_[file]);
 }
 
 JsonlSource::JsonlSource(const std::string& path, std::string text_field)

@@ -1,7 +1,9 @@
 // The documents of one dataset file, by index:
 //   .jsonl, .jsonl.gz, .jsonl.zst  one JSON object per line with a string field (training.
 //           dataset_text_field, default "text"); blank lines are skipped;
-//   .txt    (or any other name) the whole file is one document.
+//   .txt    (or any other name) the whole file is one document;
+//   a folder (its supported files, recursively) or a glob ("data/*.jsonl.zst"): every file
+//           matched, in sorted path order, formats mixed freely.
 // A bad line is a DataReadError naming file:line when that document is read.
 #pragma once
 
@@ -68,6 +70,19 @@ class JsonlSource : public DocumentSource {
   bool in_memory_ = false;
   std::string content_;  // the decompressed file, when in_memory_
   std::ifstream in_;
+};
+
+// Several files read as one source, their documents one file after another (a folder's files
+// or a glob's matches, in sorted path order).
+class MultiFileSource : public DocumentSource {
+ public:
+  MultiFileSource(std::string description, std::vector<std::unique_ptr<DocumentSource>> files);
+  int64_t size() const override { return starts_.back(); }
+  std::string text(int64_t index) override;
+
+ private:
+  std::vector<std::unique_ptr<DocumentSource>> files_;
+  std::vector<int64_t> starts_;  // starts_[i]: index of file i's first document; back(): total
 };
 
 // A plain text file: one document, the whole file.

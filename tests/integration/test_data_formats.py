@@ -71,6 +71,17 @@ def train(tmp_path, name, corpus, tokenizer_dir, *extra):
     return [m["loss"] for m in read_metrics(dump)]
 
 
+def test_tokenize_reads_another_text_field(tmp_path, tokenizer_dir, records):
+    plain = shards(tmp_path, tokenizer_dir, "p", write_jsonl(tmp_path / "t.jsonl", records))
+    body = gz(write_jsonl(tmp_path / "body.jsonl", records, field="body"))
+    prefix = tmp_path / "b"
+    run_titan("tokenize", "--tokenizer", tokenizer_dir, "--input", body, "--output", prefix,
+              "--text-field", "body")
+    meta = json.loads(prefix.with_suffix(".json").read_text())
+    assert (meta["documents"], b"".join((tmp_path / s["file"]).read_bytes()
+                                        for s in meta["shards"])) == plain
+
+
 def test_training_on_compressed_data_and_another_text_field(tmp_path, tokenizer_dir, records):
     plain = train(tmp_path, "plain", write_jsonl(tmp_path / "p.jsonl", records), tokenizer_dir)
     content = zst(write_jsonl(tmp_path / "content.jsonl", records, field="content",

@@ -14,24 +14,25 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: titan tokenize --tokenizer DIR --input FILE [FILE...] --output PREFIX\n"
-    "                      [--eos-token TOKEN] [--shard-tokens N]\n"
+    "                      [--eos-token TOKEN] [--shard-tokens N] [--text-field NAME]\n"
     "\n"
     "Tokenizes a corpus once into token shards: PREFIX-00000.bin, ... hold little-endian\n"
     "uint32 ids, every document followed by the eos id; PREFIX.json describes them\n"
     "(format titan-token-shards-v1: eos_id, documents, tokens, and per shard its file,\n"
-    "documents and tokens). Inputs are .jsonl files (one {\"text\": ...} per line) or text\n"
-    "files (one document each).\n"
+    "documents and tokens). Inputs are .jsonl files (one {\"text\": ...} per line; also\n"
+    ".jsonl.gz and .jsonl.zst), text files (one document each), folders or globs of them.\n"
     "\n"
     "  --tokenizer DIR    folder holding tokenizer.json\n"
     "  --input FILE...    one or more input files\n"
     "  --output PREFIX    path prefix of the shards and of PREFIX.json\n"
     "  --eos-token TOKEN  document separator (default <|endoftext|>)\n"
-    "  --shard-tokens N   a shard closes once it holds N tokens (default 268435456 = 1 GiB)\n";
+    "  --shard-tokens N   a shard closes once it holds N tokens (default 268435456 = 1 GiB)\n"
+    "  --text-field NAME  the jsonl field holding the text (default text)\n";
 
 }  // namespace
 
 int run_tokenize(const Args& args) {
-  std::string tokenizer_dir, output, eos_token = "<|endoftext|>";
+  std::string tokenizer_dir, output, eos_token = "<|endoftext|>", text_field = "text";
   std::vector<std::string> inputs;
   int64_t shard_tokens = int64_t{1} << 28;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -46,6 +47,8 @@ int run_tokenize(const Args& args) {
       output = args[++i];
     } else if (a == "--eos-token" && has_value) {
       eos_token = args[++i];
+    } else if (a == "--text-field" && has_value) {
+      text_field = args[++i];
     } else if (a == "--shard-tokens" && has_value) {
       const std::string& v = args[++i];
       TITAN_CHECK(config::parse_int64(v, shard_tokens) && shard_tokens > 0,
@@ -61,8 +64,8 @@ int run_tokenize(const Args& args) {
   TITAN_CHECK(!inputs.empty(), "tokenize: --input FILE is required; see titan tokenize --help");
   TITAN_CHECK(!output.empty(), "tokenize: --output PREFIX is required; see titan tokenize --help");
   const auto tokenizer = data::Tokenizer::from_directory(tokenizer_dir);
-  const auto meta = data::write_token_shards(tokenizer, inputs, output,
-                                             tokenizer.token_to_id(eos_token), shard_tokens);
+  const auto meta = data::write_token_shards(
+      tokenizer, inputs, output, tokenizer.token_to_id(eos_token), shard_tokens, text_field);
   std::cout << "wrote " << meta["tokens"].get<int64_t>() << " tokens of "
             << meta["documents"].get<int64_t>() << " documents in " << meta["shards"].size()
             << " shard(s); metadata " << output << ".json\n";

@@ -37,7 +37,8 @@ std::string shard_name(const std::string& prefix, size_t index) {
 
 nlohmann::json write_token_shards(const Tokenizer& tokenizer,
                                   const std::vector<std::string>& inputs, const std::string& prefix,
-                                  int32_t eos_id, int64_t max_shard_tokens) {
+                                  int32_t eos_id, int64_t max_shard_tokens,
+                                  const std::string& text_field) {
   TITAN_CHECK(!inputs.empty(), "tokenize: no input files given");
   TITAN_CHECK(max_shard_tokens >= 1, "tokenize: the shard size must be >= 1 token");
   static_assert(std::endian::native == std::endian::little, "shards are written little-endian");
@@ -46,7 +47,7 @@ nlohmann::json write_token_shards(const Tokenizer& tokenizer,
 
   // Open every input first, so a missing file fails before anything is written.
   std::vector<std::unique_ptr<DocumentSource>> sources;
-  for (const auto& path : inputs) sources.push_back(DocumentSource::open(path));
+  for (const auto& path : inputs) sources.push_back(DocumentSource::open(path, text_field));
 
   nlohmann::json shards = nlohmann::json::array();
   std::vector<uint32_t> buffer;

@@ -21,10 +21,12 @@
 
 namespace titan::data {
 
-// Tokenizes every document of `inputs` (.jsonl or text files, as DocumentSource reads them) and
-// returns the metadata it wrote to PREFIX.json.
+// Tokenizes every document of `inputs` (jsonl, compressed jsonl or text files, folders or globs,
+// as DocumentSource reads them; `text_field` names the jsonl field) and returns the metadata it
+// wrote to PREFIX.json.
 nlohmann::json write_token_shards(const Tokenizer& tokenizer,
                                   const std::vector<std::string>& inputs, const std::string& prefix,
-                                  int32_t eos_id, int64_t max_shard_tokens);
+                                  int32_t eos_id, int64_t max_shard_tokens,
+                                  const std::string& text_field = "text");
 
 }  // namespace titan::data

@@ -3,22 +3,12 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <ostream>
 
 namespace titan::train {
-namespace {
-
-bool forced() {
-  const char* v = std::getenv("TITAN_FORCE_PROGRESS");
-  return v != nullptr && std::strcmp(v, "1") == 0;
-}
-
-}  // namespace
 
 ProgressLine::ProgressLine(std::ostream& out, bool enabled)
-    : out_(out), active_(enabled && (::isatty(STDOUT_FILENO) == 1 || forced())) {}
+    : out_(out), active_(enabled && ::isatty(STDOUT_FILENO) == 1) {}
 
 void ProgressLine::update(int64_t step, int64_t total, double seconds) {
   if (!active_) return;

@@ -11,8 +11,7 @@ namespace titan::train {
 
 class ProgressLine {
  public:
-  // Active when `enabled` (rank 0) and stdout is a terminal (or TITAN_FORCE_PROGRESS=1, for
-  // tests).
+  // Active when `enabled` (rank 0) and stdout is a terminal.
   ProgressLine(std::ostream& out, bool enabled);
 
   // After step `step` of `total`, which took `seconds`.

@@ -299,18 +299,22 @@ class Trainer {
     }
     result.loss = sum_over_dp(result.loss);
     result.lr = scheduler_.lr_at(step - 1);
-    const char* nonfinite = nullptr;  // what was not finite, if anything
+    const char* nonfinite = nullptr;  // what was not finite, if anything, and its value
+    double value = 0;
     if (!std::isfinite(result.loss)) {
       nonfinite = "loss";
+      value = result.loss;
     } else {
       std::function<void(at::Tensor&)> reduce_squares;
       if (dp) reduce_squares = [dp](at::Tensor& squares) { dp->reduce_grad_norm_squares(squares); };
       result.grad_norm = clip_grad_norm(params_, cfg_.training.max_norm, reduce_squares);
-      if (!std::isfinite(result.grad_norm)) nonfinite = "gradient norm";
+      if (!std::isfinite(result.grad_norm)) {
+        nonfinite = "gradient norm";
+        value = result.grad_norm;
+      }
     }
     if (nonfinite != nullptr) {
       // Every rank sees the same (all-reduced) values, so every rank decides the same.
-      const double value = std::string(nonfinite) == "loss" ? result.loss : result.grad_norm;
       TITAN_CHECK(cfg_.training.skip_nonfinite_steps, "step ", step, ": the ", nonfinite, " is ",
                   value,
                   "; stopped before updating the weights (lower optimizer.lr, check the "

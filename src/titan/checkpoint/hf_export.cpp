@@ -57,11 +57,6 @@ std::string shard_name(size_t index, size_t count) {
 
 bool is_floating(at::ScalarType type) { return at::isFloatingType(type); }
 
-uint64_t export_bytes(const at::Tensor& t, at::ScalarType dtype) {
-  const at::ScalarType out = is_floating(t.scalar_type()) ? dtype : t.scalar_type();
-  return static_cast<uint64_t>(t.numel()) * at::elementSize(out);
-}
-
 }  // namespace
 
 uint64_t parse_size(const std::string& text) {

@@ -13,15 +13,9 @@
 #include <utility>
 #include <vector>
 
-namespace titan::checkpoint {
+#include "titan/checkpoint/safetensors_header.h"
 
-struct TensorInfo {
-  std::string name;
-  std::string dtype;  // safetensors dtype string, e.g. "BF16"
-  std::vector<int64_t> shape;
-  uint64_t begin = 0;  // byte offsets relative to the data section
-  uint64_t end = 0;
-};
+namespace titan::checkpoint {
 
 // One .safetensors file, memory-mapped read-only. Opening validates the whole header
 // (length, JSON, offsets tiling the data exactly, sizes) and throws titan::Error naming the

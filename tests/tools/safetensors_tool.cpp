@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "tensor_list_model.h"
-#include "titan/checkpoint/file_util.h"
+#include "titan/common/file_util.h"
 #include "titan/checkpoint/hf_export.h"
 #include "titan/checkpoint/safetensors.h"
 #include "titan/common/error.h"
@@ -71,7 +71,7 @@ int gather(const std::string& dir, const std::string& out) {
 }
 
 int export_hf(const std::string& job_path) {
-  const nlohmann::json job = nlohmann::json::parse(titan::checkpoint::read_text_file(job_path));
+  const nlohmann::json job = nlohmann::json::parse(titan::read_text_file(job_path));
   SafetensorsFile weights = SafetensorsFile::open(job.at("weights").get<std::string>());
   titan::NamedTensors tensors;
   for (const auto& name : job.at("order")) {

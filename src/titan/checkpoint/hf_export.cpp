@@ -8,7 +8,7 @@
 #include <functional>
 #include <map>
 
-#include "titan/checkpoint/file_util.h"
+#include "titan/common/file_util.h"
 #include "titan/checkpoint/safetensors.h"
 #include "titan/common/error.h"
 #include "titan/config/field_values.h"

@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <set>
 
-#include "titan/checkpoint/file_util.h"
+#include "titan/common/file_util.h"
 #include "titan/checkpoint/safetensors.h"
 #include "titan/common/error.h"
 

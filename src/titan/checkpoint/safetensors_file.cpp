@@ -4,7 +4,7 @@
 #include <cstring>
 #include <unordered_map>
 
-#include "titan/checkpoint/file_util.h"
+#include "titan/common/file_util.h"
 #include "titan/checkpoint/safetensors.h"
 #include "titan/checkpoint/safetensors_dtypes.h"
 #include "titan/common/error.h"

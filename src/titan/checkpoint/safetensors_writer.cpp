@@ -8,7 +8,7 @@
 #include <set>
 #include <string_view>
 
-#include "titan/checkpoint/file_util.h"
+#include "titan/common/file_util.h"
 #include "titan/checkpoint/safetensors.h"
 #include "titan/checkpoint/safetensors_dtypes.h"
 #include "titan/common/error.h"

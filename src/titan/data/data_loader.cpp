@@ -9,7 +9,7 @@ namespace titan::data {
 DataLoader::DataLoader(std::shared_ptr<const Tokenizer> tok, const std::string& dataset_path,
                        int64_t local_batch_size, int64_t seq_len, int32_t eos_id, int64_t dp_rank,
                        int64_t dp_world, const std::string& text_field)
-    : stream_(std::move(tok), DocumentSource::open(dataset_path, text_field), eos_id, dp_rank,
+    : stream_(open_token_documents(dataset_path, std::move(tok), eos_id, text_field), dp_rank,
               dp_world),
       local_batch_size_(local_batch_size),
       seq_len_(seq_len),

@@ -91,6 +91,10 @@ std::unique_ptr<DocumentSource> open_file(const std::string& path, const std::st
     return std::make_unique<JsonlSource>(path, text_field);
   if (is_compressed(path))
     fail("dataset file ", path, ": compressed files are read as .jsonl.gz or .jsonl.zst");
+  if (path.ends_with(".bin"))
+    fail("dataset file ", path,
+         ": token shards are read on their own, not mixed with text; "
+         "set training.dataset_path to their PREFIX.json");
   return std::make_unique<TextFileSource>(path);
 }
 

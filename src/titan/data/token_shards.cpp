@@ -1,31 +1,17 @@
 #include "titan/data/token_shards.h"
 
-#include <bit>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 
 #include "titan/common/error.h"
+#include "titan/common/file_util.h"
 #include "titan/data/document_source.h"
+#include "titan/data/token_shard_format.h"
 
 namespace titan::data {
 namespace {
 
 namespace fs = std::filesystem;
-
-// Writes `bytes` to `path` through `path.tmp` and a rename, so no half-written file is left.
-void write_file_atomically(const std::string& path, const char* data, size_t size) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) fail("cannot write ", tmp);
-    out.write(data, static_cast<std::streamsize>(size));
-    if (!out) fail("cannot write ", tmp, " (disk full?)");
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) fail("cannot rename ", tmp, " to ", path, ": ", ec.message());
-}
 
 std::string shard_name(const std::string& prefix, size_t index) {
   char suffix[32];
@@ -41,7 +27,6 @@ nlohmann::json write_token_shards(const Tokenizer& tokenizer,
                                   const std::string& text_field) {
   TITAN_CHECK(!inputs.empty(), "tokenize: no input files given");
   TITAN_CHECK(max_shard_tokens >= 1, "tokenize: the shard size must be >= 1 token");
-  static_assert(std::endian::native == std::endian::little, "shards are written little-endian");
   const fs::path parent = fs::path(prefix).parent_path();
   if (!parent.empty()) fs::create_directories(parent);
 
@@ -51,17 +36,20 @@ nlohmann::json write_token_shards(const Tokenizer& tokenizer,
 
   nlohmann::json shards = nlohmann::json::array();
   std::vector<uint32_t> buffer;
+  std::vector<uint64_t> ends;  // of the shard's documents (token_shard_format.h)
   std::vector<int32_t> ids;
-  int64_t shard_documents = 0, total_documents = 0, total_tokens = 0;
+  int64_t total_documents = 0, total_tokens = 0;
   const auto flush = [&] {
     const std::string file = shard_name(prefix, shards.size());
-    write_file_atomically(file, reinterpret_cast<const char*>(buffer.data()),
-                          buffer.size() * sizeof(uint32_t));
+    AtomicFile out(file);
+    out.write(token_shard_header(ends));
+    out.write(buffer.data(), buffer.size() * sizeof(uint32_t));
+    out.commit();
     shards.push_back({{"file", fs::path(file).filename().string()},
-                      {"documents", shard_documents},
+                      {"documents", static_cast<int64_t>(ends.size())},
                       {"tokens", static_cast<int64_t>(buffer.size())}});
     buffer.clear();
-    shard_documents = 0;
+    ends.clear();
   };
   for (auto& source : sources) {
     for (int64_t i = 0; i < source->size(); ++i) {
@@ -69,7 +57,7 @@ nlohmann::json write_token_shards(const Tokenizer& tokenizer,
       tokenizer.encode_into(source->text(i), ids);
       ids.push_back(eos_id);
       buffer.insert(buffer.end(), ids.begin(), ids.end());
-      ++shard_documents;
+      ends.push_back(buffer.size());
       ++total_documents;
       total_tokens += static_cast<int64_t>(ids.size());
       if (static_cast<int64_t>(buffer.size()) >= max_shard_tokens) flush();
@@ -77,16 +65,11 @@ nlohmann::json write_token_shards(const Tokenizer& tokenizer,
   }
   if (!buffer.empty() || shards.empty()) flush();
 
-  nlohmann::json meta = {{"format", "titan-token-shards-v1"},
-                         {"dtype", "uint32"},
-                         {"eos_id", eos_id},
-                         {"tokenizer", tokenizer.path()},
-                         {"inputs", inputs},
-                         {"documents", total_documents},
-                         {"tokens", total_tokens},
-                         {"shards", shards}};
-  const std::string text = meta.dump(2) + "\n";
-  write_file_atomically(prefix + ".json", text.data(), text.size());
+  nlohmann::json meta = {
+      {"format", kTokenShardFormatName}, {"dtype", "uint32"}, {"eos_id", eos_id},
+      {"tokenizer", tokenizer.path()},   {"inputs", inputs},  {"documents", total_documents},
+      {"tokens", total_tokens},          {"shards", shards}};
+  write_file_atomic(prefix + ".json", meta.dump(2) + "\n");
   return meta;
 }
 

@@ -1,14 +1,15 @@
-// Token shards: a corpus tokenized once, for `titan tokenize`. Format (little-endian):
-//   PREFIX-00000.bin, PREFIX-00001.bin, ...  raw uint32 token ids; every document's ids are
-//                                            followed by the eos id; a document never spans two
+// Token shards: a corpus tokenized once, for `titan tokenize`:
+//   PREFIX-00000.bin, PREFIX-00001.bin, ...  the ids, in the binary format of
+//                                            token_shard_format.h; a document never spans two
 //                                            shards (a shard closes after the document that
 //                                            reaches max_shard_tokens)
-//   PREFIX.json                               {"format": "titan-token-shards-v1", "dtype":
-//   "uint32",
-//                                            "eos_id", "tokenizer", "inputs", "documents",
-//                                            "tokens", "shards": [{"file", "documents", "tokens"}]}
+//   PREFIX.json                               {"format": "titan-token-shards-v2", "dtype":
+//                                            "uint32", "eos_id", "tokenizer", "inputs",
+//                                            "documents", "tokens", "shards": [{"file",
+//                                            "documents", "tokens"}]}
 // File names in "shards" are relative to the folder of PREFIX.json. Every file is written under a
-// temporary name and renamed when complete, the metadata last.
+// temporary name and renamed when complete, the metadata last. Training reads them back through
+// training.dataset_path = PREFIX.json (token_documents.h).
 #pragma once
 
 #include <cstdint>

@@ -6,40 +6,33 @@
 
 namespace titan::data {
 
-TokenStream::TokenStream(std::shared_ptr<const Tokenizer> tokenizer,
-                         std::unique_ptr<DocumentSource> source, int32_t eos_id, int64_t rank,
-                         int64_t world)
-    : tokenizer_(std::move(tokenizer)),
-      source_(std::move(source)),
-      eos_id_(eos_id),
-      rank_(rank),
-      world_(world) {
+TokenStream::TokenStream(std::unique_ptr<TokenDocuments> documents, int64_t rank, int64_t world)
+    : documents_(std::move(documents)), rank_(rank), world_(world) {
   TITAN_CHECK(world_ >= 1 && rank_ >= 0 && rank_ < world_, "data-parallel rank ", rank_,
               " is outside the world of size ", world_);
-  const std::string& path = source_->path();
-  TITAN_CHECK(source_->size() > 0, "dataset file ", path, " is empty (no documents)");
-  TITAN_CHECK(source_->size() > rank_, "dataset file ", path, " has ", source_->size(),
+  const std::string& path = documents_->path();
+  TITAN_CHECK(documents_->size() > 0, "dataset file ", path, " is empty (no documents)");
+  TITAN_CHECK(documents_->size() > rank_, "dataset file ", path, " has ", documents_->size(),
               " documents, too few for data-parallel rank ", rank_, " of ", world_);
   // An empty dataset would loop forever on eos tokens alone: find this rank's first document
-  // with text (usually the very first one).
+  // with more than its eos (usually the very first one).
   int64_t first = rank_;
-  while (first < source_->size() && source_->text(first).empty()) first += world_;
-  TITAN_CHECK(first < source_->size(), "dataset file ", path,
+  for (; first < documents_->size(); first += world_) {
+    documents_->read(first, tokens_);
+    if (tokens_.size() > 1) break;
+  }
+  TITAN_CHECK(first < documents_->size(), "dataset file ", path,
               " is empty (no text in the documents of data-parallel rank ", rank_, " of ", world_,
               ")");
   load_document(rank_);
   position_ = {0, rank_, 0};
 }
 
-void TokenStream::load_document(int64_t index) {
-  tokens_.clear();
-  tokenizer_->encode_into(source_->text(index), tokens_);
-  tokens_.push_back(eos_id_);
-}
+void TokenStream::load_document(int64_t index) { documents_->read(index, tokens_); }
 
 void TokenStream::next_document() {
   int64_t next = position_.document + world_;
-  if (next >= source_->size()) {
+  if (next >= documents_->size()) {
     next = rank_;
     ++position_.epoch;
   }
@@ -61,11 +54,11 @@ void TokenStream::read(int64_t n, int64_t* out) {
 }
 
 void TokenStream::seek(const StreamPosition& p) {
-  const std::string& path = source_->path();
-  TITAN_CHECK(p.epoch >= 0 && p.document >= 0 && p.document < source_->size() &&
+  const std::string& path = documents_->path();
+  TITAN_CHECK(p.epoch >= 0 && p.document >= 0 && p.document < documents_->size() &&
                   p.document % world_ == rank_,
               "dataloader state (document ", p.document, ") does not fit dataset file ", path, " (",
-              source_->size(), " documents) for data-parallel rank ", rank_, " of ", world_);
+              documents_->size(), " documents) for data-parallel rank ", rank_, " of ", world_);
   load_document(p.document);
   TITAN_CHECK(p.offset >= 0 && p.offset <= static_cast<int64_t>(tokens_.size()),
               "dataloader state (offset ", p.offset, " in document ", p.document,

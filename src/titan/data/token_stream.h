@@ -1,16 +1,15 @@
 // The packed token stream of one data-parallel rank, as torchtitan builds it: the rank takes
 // documents rank, rank + world, rank + 2*world, ... of the source; each document's ids are
 // followed by the eos id; when the documents run out the stream starts over (a new epoch).
-// Documents are tokenized lazily, one at a time, so a position is (epoch, document, offset)
-// and a resumed run re-tokenizes the document it stopped in.
+// Documents are read (tokenized, or taken from token shards) lazily, one at a time, so a
+// position is (epoch, document, offset) and a resumed run re-reads the document it stopped in.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <vector>
 
-#include "titan/data/document_source.h"
-#include "titan/data/tokenizer/tokenizer.h"
+#include "titan/data/token_documents.h"
 
 namespace titan::data {
 
@@ -24,8 +23,7 @@ class TokenStream {
  public:
   // Throws titan::Error naming the file when this rank gets no document or all its documents
   // are empty (no tokens at all).
-  TokenStream(std::shared_ptr<const Tokenizer> tokenizer, std::unique_ptr<DocumentSource> source,
-              int32_t eos_id, int64_t rank, int64_t world);
+  TokenStream(std::unique_ptr<TokenDocuments> documents, int64_t rank, int64_t world);
 
   // Writes the next n tokens to out.
   void read(int64_t n, int64_t* out);
@@ -34,15 +32,13 @@ class TokenStream {
   // Throws titan::Error when `p` does not fit this source and rank.
   void seek(const StreamPosition& p);
 
-  const DocumentSource& source() const { return *source_; }
+  const TokenDocuments& documents() const { return *documents_; }
 
  private:
-  void load_document(int64_t index);  // tokenizes into tokens_
+  void load_document(int64_t index);  // into tokens_
   void next_document();
 
-  std::shared_ptr<const Tokenizer> tokenizer_;
-  std::unique_ptr<DocumentSource> source_;
-  int32_t eos_id_;
+  std::unique_ptr<TokenDocuments> documents_;
   int64_t rank_, world_;
   StreamPosition position_;
   std::vector<int32_t> tokens_;  // the current document's ids and eos

@@ -6,7 +6,7 @@
 #include <filesystem>
 
 #include "../../tools/tensor_list_model.h"
-#include "titan/checkpoint/file_util.h"
+#include "titan/common/file_util.h"
 #include "titan/checkpoint/hf_export.h"
 #include "titan/checkpoint/safetensors.h"
 #include "titan/common/error.h"

@@ -1,6 +1,6 @@
-// File helpers for checkpoints: a read-only memory mapping (RAII), a file that appears at its
-// final path only once it is complete and on disk (temporary sibling + fsync + rename), and
-// the same for whole directories. Every failure throws titan::Error naming the path.
+// File helpers for checkpoints and data files: a read-only memory mapping (RAII), a file that
+// appears at its final path only once it is complete and on disk (temporary sibling + fsync +
+// rename), and the same for whole directories. Every failure throws titan::Error naming the path.
 #pragma once
 
 #include <cstddef>
@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-namespace titan::checkpoint {
+namespace titan {
 
 // A whole file mapped copy-on-write: readers see the file's bytes; a stray write into a tensor
 // viewing the mapping changes only this process's copy, never the file (and never faults).
@@ -82,4 +82,4 @@ void replace_directory(const std::string& staged, const std::string& target);
 // fsyncs every regular file directly inside `dir`, then `dir` itself.
 void fsync_directory_tree(const std::string& dir);
 
-}  // namespace titan::checkpoint
+}  // namespace titan

@@ -1,4 +1,4 @@
-#include "titan/checkpoint/file_util.h"
+#include "titan/common/file_util.h"
 
 #include <fcntl.h>
 #include <stdio.h>
@@ -15,7 +15,7 @@
 
 #include "titan/common/error.h"
 
-namespace titan::checkpoint {
+namespace titan {
 namespace {
 
 namespace fs = std::filesystem;
@@ -230,4 +230,4 @@ void replace_directory(const std::string& staged, const std::string& target) {
   fs::remove_all(staged, ec);
 }
 
-}  // namespace titan::checkpoint
+}  // namespace titan

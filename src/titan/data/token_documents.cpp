@@ -1,0 +1,158 @@
+#include "titan/data/token_documents.h"
+
+#include <glob.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+#include "titan/common/error.h"
+#include "titan/common/file_util.h"
+#include "titan/data/token_shard_format.h"
+
+namespace titan::data {
+namespace {
+
+class TokenizedDocuments : public TokenDocuments {
+ public:
+  TokenizedDocuments(std::unique_ptr<DocumentSource> source,
+                     std::shared_ptr<const Tokenizer> tokenizer, int32_t eos_id)
+      : source_(std::move(source)), tokenizer_(std::move(tokenizer)), eos_id_(eos_id) {}
+  int64_t size() const override { return source_->size(); }
+  void read(int64_t index, std::vector<int32_t>& out) override {
+    out.clear();
+    tokenizer_->encode_into(source_->text(index), out);
+    out.push_back(eos_id_);
+  }
+  const std::string& path() const override { return source_->path(); }
+
+ private:
+  std::unique_ptr<DocumentSource> source_;
+  std::shared_ptr<const Tokenizer> tokenizer_;
+  int32_t eos_id_;
+};
+
+struct MappedShard {
+  std::shared_ptr<const MappedFile> file;
+  TokenShardView view;
+};
+
+// Shards read one after another as one set of documents.
+class ShardDocuments : public TokenDocuments {
+ public:
+  ShardDocuments(std::string description, const std::vector<std::string>& files, int32_t eos_id,
+                 int64_t vocab_size)
+      : description_(std::move(description)), eos_id_(eos_id), vocab_size_(vocab_size) {
+    starts_.push_back(0);
+    for (const std::string& file : files) {
+      if (!std::filesystem::exists(file)) fail("token shard ", file, " not found");
+      auto mapped = MappedFile::open(file);
+      TokenShardView view(file, mapped->data(), mapped->size());
+      starts_.push_back(starts_.back() + view.documents());
+      shards_.push_back({std::move(mapped), view});
+    }
+  }
+  int64_t size() const override { return starts_.back(); }
+  void read(int64_t index, std::vector<int32_t>& out) override {
+    const auto it = std::upper_bound(starts_.begin(), starts_.end() - 1, index);
+    const size_t shard = static_cast<size_t>(it - starts_.begin()) - 1;
+    const int64_t local = index - starts_[shard];
+    out.clear();
+    shards_[shard].view.append_document(local, out);
+    const std::string& file = shards_[shard].file->path();
+    if (out.empty() || out.back() != eos_id_) {
+      fail_read("token shard ", file, ": document ", local, " does not end with the eos id ",
+                eos_id_, "; was it written with another tokenizer or --eos-token?");
+    }
+    for (int32_t id : out) {
+      if (id < 0 || id >= vocab_size_) {
+        fail_read("token shard ", file, ": document ", local, " holds token id ",
+                  static_cast<uint32_t>(id), ", outside the tokenizer's ", vocab_size_,
+                  " ids; was it written with another tokenizer?");
+      }
+    }
+  }
+  const std::string& path() const override { return description_; }
+
+ private:
+  std::string description_;
+  int32_t eos_id_;
+  int64_t vocab_size_;
+  std::vector<MappedShard> shards_;
+  std::vector<int64_t> starts_;  // starts_[i]: index of shard i's first document; back(): total
+};
+
+bool is_glob(const std::string& path) { return path.find_first_of("*?[") != std::string::npos; }
+
+std::vector<std::string> glob_files(const std::string& pattern) {
+  std::vector<std::string> files;
+  glob_t matches{};
+  const int rc = ::glob(pattern.c_str(), 0, nullptr, &matches);
+  for (size_t i = 0; rc == 0 && i < matches.gl_pathc; ++i) files.push_back(matches.gl_pathv[i]);
+  globfree(&matches);
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+// PREFIX.json -> the shard files it lists (relative to its folder), after checking the format
+// and that it was written with the same eos id.
+std::vector<std::string> shards_of_metadata(const std::string& path, int32_t eos_id) {
+  if (!std::filesystem::exists(path)) fail("token shard metadata ", path, " not found");
+  nlohmann::json meta;
+  try {
+    meta = nlohmann::json::parse(read_text_file(path));
+  } catch (const nlohmann::json::exception& e) {
+    fail("token shard metadata ", path, ": invalid JSON: ", e.what());
+  }
+  const std::string expected = kTokenShardFormatName;
+  if (!meta.is_object() || meta.value("format", std::string()) != expected) {
+    fail("token shard metadata ", path, ": \"format\" is not \"", expected,
+         "\"; re-run titan tokenize");
+  }
+  if (!meta.contains("eos_id") || !meta["eos_id"].is_number_integer() ||
+      meta["eos_id"].get<int64_t>() != eos_id) {
+    fail("token shard metadata ", path, ": written with eos id ", meta.value("eos_id", -1),
+         " but training uses ", eos_id, "; re-run titan tokenize with this tokenizer");
+  }
+  if (!meta.contains("shards") || !meta["shards"].is_array() || meta["shards"].empty()) {
+    fail("token shard metadata ", path, ": no \"shards\" list");
+  }
+  const auto folder = std::filesystem::path(path).parent_path();
+  std::vector<std::string> files;
+  for (const auto& shard : meta["shards"]) {
+    if (!shard.is_object() || !shard.contains("file") || !shard["file"].is_string()) {
+      fail("token shard metadata ", path, ": a shard entry lacks its \"file\"");
+    }
+    files.push_back((folder / shard["file"].get<std::string>()).string());
+  }
+  return files;
+}
+
+}  // namespace
+
+bool names_token_shards(const std::string& path) {
+  return path.ends_with(".json") || path.ends_with(".bin");
+}
+
+std::unique_ptr<TokenDocuments> open_token_documents(const std::string& path,
+                                                     std::shared_ptr<const Tokenizer> tokenizer,
+                                                     int32_t eos_id,
+                                                     const std::string& text_field) {
+  if (!names_token_shards(path)) {
+    return std::make_unique<TokenizedDocuments>(DocumentSource::open(path, text_field),
+                                                std::move(tokenizer), eos_id);
+  }
+  std::vector<std::string> files;
+  if (path.ends_with(".json")) {
+    files = shards_of_metadata(path, eos_id);
+  } else if (is_glob(path)) {
+    files = glob_files(path);
+    TITAN_CHECK(!files.empty(), "dataset glob ", path, " matches no file");
+  } else {
+    files = {path};
+  }
+  return std::make_unique<ShardDocuments>(path, files, eos_id, tokenizer->vocab_size());
+}
+
+}  // namespace titan::data

@@ -1,0 +1,41 @@
+// The documents of a dataset as token ids, each followed by the eos id: what the token stream
+// (token_stream.h) packs. Two kinds:
+//   text documents (document_source.h: jsonl, compressed jsonl, text, folders, globs),
+//           tokenized when read;
+//   token shards written by `titan tokenize` (token_shard_format.h), memory-mapped and read
+//           without a tokenizer: training.dataset_path names PREFIX.json, one shard
+//           (PREFIX-00000.bin) or a glob of shards ("data/corpus-*.bin").
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "titan/data/document_source.h"
+#include "titan/data/tokenizer/tokenizer.h"
+
+namespace titan::data {
+
+class TokenDocuments {
+ public:
+  virtual ~TokenDocuments() = default;
+  virtual int64_t size() const = 0;
+  // Replaces `out` with document `index`'s ids and its eos; throws DataReadError. Not
+  // thread-safe.
+  virtual void read(int64_t index, std::vector<int32_t>& out) = 0;
+  // The dataset, for messages.
+  virtual const std::string& path() const = 0;
+};
+
+// Opens `path` as token shards when it names them (see above), otherwise as text documents
+// tokenized by `tokenizer`. Shards must use `eos_id` and ids below the tokenizer's vocabulary.
+std::unique_ptr<TokenDocuments> open_token_documents(const std::string& path,
+                                                     std::shared_ptr<const Tokenizer> tokenizer,
+                                                     int32_t eos_id,
+                                                     const std::string& text_field = "text");
+
+// True when `path` names token shards rather than text.
+bool names_token_shards(const std::string& path);
+
+}  // namespace titan::data

@@ -22,7 +22,7 @@ export CCACHE_BASEDIR := $(CURDIR)
 export CCACHE_SLOPPINESS := pch_defines,time_macros,include_file_mtime,include_file_ctime
 export CCACHE_MAXSIZE ?= 8G
 
-.PHONY: all setup build build-cuda train test unit integration format bench clean
+.PHONY: all setup build build-cuda sanitized fuzz train test unit integration format bench clean
 
 all: build
 
@@ -48,8 +48,25 @@ build-cuda:
 train: build
 	@scripts/run_train.sh
 
-unit: build
+unit: build sanitized
 	@cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
+	@cd $(BUILD_DIR)/sanitized && ctest --output-on-failure -j $(JOBS)
+
+# The parsers and torch-free unit tests under ASan + UBSan, and the libFuzzer targets
+# (tests/sanitized/CMakeLists.txt, built with clang; docs/fuzzing.md).
+sanitized: $(SETUP)
+	@mkdir -p $(BUILD_DIR)/sanitized
+	@CXX=clang++ cmake -S tests/sanitized -B $(BUILD_DIR)/sanitized -G Ninja \
+	  -DCMAKE_CXX_COMPILER_LAUNCHER=$$(command -v ccache) -DTITAN_PYTHON_EXE=$(PYTHON) \
+	  > $(BUILD_DIR)/sanitized/configure.log 2>&1 || { cat $(BUILD_DIR)/sanitized/configure.log; exit 1; }
+	@cmake --build $(BUILD_DIR)/sanitized -j $(JOBS)
+
+# Each fuzz target for FUZZ_SECONDS (default 600), FUZZ_JOBS at a time; a table of executions
+# and crashes goes to build/sanitized/fuzz/results.md.
+FUZZ_SECONDS ?= 600
+FUZZ_JOBS ?= $(JOBS)
+fuzz: sanitized
+	@scripts/fuzz $(BUILD_DIR)/sanitized $(FUZZ_SECONDS) $(FUZZ_JOBS)
 
 integration: build
 	@$(BUILD_DIR)/python -m pytest tests/integration -q -n $(JOBS)

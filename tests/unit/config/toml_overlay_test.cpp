@@ -110,6 +110,23 @@ TEST(TomlOverlay, SyntaxErrorNamesFileAndLine) {
   EXPECT_CONTAINS(message, "TOML syntax error");
 }
 
+// Found by the config fuzz target: toml++ asserted on a table header starting with a
+// character no key can start with; it must be a syntax error naming the line.
+TEST(TomlOverlay, BadTableHeaderCharactersAreSyntaxErrors) {
+  for (const std::string text :
+       {"[training]\n[%n = 64\n", "[training]\n[\x16tCa\xd7]\n", "[training]\n[[%]]\n"}) {
+    TrainerConfig c;
+    const auto message = error_of([&] { apply_toml_text(c, text, "bad.toml"); });
+    EXPECT_CONTAINS(message, "config file bad.toml, line 2");
+    EXPECT_CONTAINS(message, "TOML syntax error");
+  }
+  // Tabs, CRLF line ends and UTF-8 in strings and comments stay accepted.
+  TrainerConfig c;
+  apply_toml_text(c, "[job]\r\n\tdescription = \"caf\xc3\xa9 \xf0\x9f\x98\x80\" # \xe4\xb8\xad\r\n",
+                  "ok.toml");
+  EXPECT_EQ(c.job.description, "caf\xc3\xa9 \xf0\x9f\x98\x80");
+}
+
 TEST(TomlOverlay, ReadsFilesAndNamesMissingOnes) {
   TrainerConfig c;
   apply_toml_file(c, write_temp("overlay_ok.toml", "[metrics]\nlog_freq = 5\n"));

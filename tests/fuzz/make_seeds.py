@@ -1,0 +1,114 @@
+"""Writes the seed inputs of the fuzz targets into tests/fuzz/corpus/<target>/ (committed; run
+again only to change the seeds). Crash inputs that `make fuzz` finds are added there by hand
+as regression cases, named crash-*. Run with build/python from the repository root."""
+import gzip
+import json
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+from safetensors.numpy import save
+from tokenizers import Tokenizer
+
+ROOT = Path(__file__).resolve().parents[2]
+CORPUS = ROOT / "tests" / "fuzz" / "corpus"
+TOKENIZER = ROOT / "assets" / "qwen3-tokenizer" / "tokenizer.json"
+
+
+def put(target, name, data):
+    folder = CORPUS / target
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / name).write_bytes(data if isinstance(data, bytes) else data.encode())
+
+
+def safetensors_seeds():
+    put("safetensors_header", "two_tensors", save(
+        {"a": np.arange(6, dtype=np.float32).reshape(2, 3), "b": np.ones(4, dtype=np.int64)},
+        metadata={"format": "pt"}))
+    put("safetensors_header", "every_dtype", save(
+        {str(t): np.zeros(3, dtype=t) for t in
+         (np.float16, np.float64, np.int8, np.int16, np.int32, np.uint8, np.bool_)}))
+    put("safetensors_header", "empty", save({}))
+    put("safetensors_header", "scalar", save({"s": np.array(1.5, dtype=np.float32)}))
+
+
+def token_shard(documents):
+    ends, total = [], 0
+    for d in documents:
+        total += len(d)
+        ends.append(total)
+    ids = [i for d in documents for i in d]
+    return (b"TITANTOK" + struct.pack("<IIQQ", 2, 4, total, len(documents))
+            + struct.pack(f"<{len(ends)}Q", *ends) + struct.pack(f"<{len(ids)}I", *ids))
+
+
+def token_shard_seeds():
+    put("token_shard", "three_documents", token_shard([[1, 2, 151643], [151643], [5, 151643]]))
+    put("token_shard", "empty", token_shard([]))
+    put("token_shard", "one_long", token_shard([list(range(200)) + [151643]]))
+
+
+def jsonl_seeds():
+    lines = "".join(json.dumps(r) + "\n" for r in [
+        {"text": "def f():\n    return 1\n"}, {"text": "中文 😀"}, {"content": "x", "text": ""},
+        {"text": "a\u2028b \\ \""}]) + "\n\n" + '{"text": 3}\n' + "not json\n"
+    raw = lines.encode()
+    # The first byte picks the reader: 0 .jsonl, 1 .jsonl.gz, 2 .jsonl.zst, 3 .txt (+4: field
+    # "content" instead of "text").
+    put("jsonl_records", "plain", b"\x00" + raw)
+    put("jsonl_records", "content_field", b"\x04" + raw)
+    put("jsonl_records", "gzip", b"\x01" + gzip.compress(raw))
+    put("jsonl_records", "gzip_two_members", b"\x01" + gzip.compress(raw) + gzip.compress(raw))
+    zstd = subprocess.run(["zstd", "-q", "-c"], input=raw, check=True, capture_output=True).stdout
+    put("jsonl_records", "zstd", b"\x02" + zstd)
+    put("jsonl_records", "text", b"\x03" + raw)
+
+
+def small_tokenizer_json():
+    """Qwen3's tokenizer.json cut to its first 400 ids and the merges among them."""
+    t = json.loads(TOKENIZER.read_text())
+    vocab = {k: v for k, v in t["model"]["vocab"].items() if v < 400}
+    merges = [m for m in t["model"]["merges"]
+              if m[0] in vocab and m[1] in vocab and m[0] + m[1] in vocab]
+    t["model"]["vocab"], t["model"]["merges"] = vocab, merges
+    t["added_tokens"] = [dict(a, id=400 + i) for i, a in enumerate(t["added_tokens"][:3])]
+    return t
+
+
+def tokenizer_json_seeds():
+    t = small_tokenizer_json()
+    put("tokenizer_json", "qwen3_cut", json.dumps(t))
+    string_merges = dict(t, model=dict(t["model"], merges=[" ".join(m) for m in t["model"]["merges"]]))
+    put("tokenizer_json", "string_merges", json.dumps(string_merges))
+    no_normalizer = dict(t, normalizer=None)
+    put("tokenizer_json", "no_normalizer", json.dumps(no_normalizer))
+    Tokenizer.from_str(json.dumps(t))  # the seeds are tokenizers HF itself accepts
+
+
+def tokenizer_encode_seeds():
+    for i, text in enumerate(["def f(x):\n    return x + 1\n", "中文 😀 café e\u0301",
+                              "<|im_start|>user\nhi<|im_end|><|endoftext|>",
+                              "   \t\n\n  x  ", "don't I'LL 12345 ٣٤", "\u2028\r\n\x00"]):
+        put("tokenizer_encode", f"text{i}", text)
+    put("tokenizer_encode", "invalid_utf8", b"ab\xff\xc3(\xed\xa0\x80")
+
+
+def config_seeds(titan):
+    printed = subprocess.run([titan, "configs", "--module", "qwen3", "--config", "qwen3_debugmodel",
+                              "--print"], check=True, capture_output=True).stdout
+    put("config", "toml_debugmodel", b"\x00" + printed)
+    put("config", "toml_small", b"\x00[training]\nsteps = 3\nseq_len = 64\n[optimizer]\nlr = 1e-3\n"
+        b"[override]\nimports = [\"rms_norm=fused\"]\n")
+    put("config", "cli_lines", b"\x01training.steps=7\nmetrics.enable_tensorboard=true\n"
+        b"optimizer.lr=0.5\ncheckpoint.enable=\noverride.imports=a=b,c=d\n")
+
+
+if __name__ == "__main__":
+    safetensors_seeds()
+    token_shard_seeds()
+    jsonl_seeds()
+    tokenizer_json_seeds()
+    tokenizer_encode_seeds()
+    config_seeds(sys.argv[1] if len(sys.argv) > 1 else str(ROOT / "build" / "bin" / "titan"))

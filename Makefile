@@ -61,8 +61,8 @@ sanitized: $(SETUP)
 	  > $(BUILD_DIR)/sanitized/configure.log 2>&1 || { cat $(BUILD_DIR)/sanitized/configure.log; exit 1; }
 	@cmake --build $(BUILD_DIR)/sanitized -j $(JOBS)
 
-# Each fuzz target for FUZZ_SECONDS (default 600), FUZZ_JOBS at a time; a table of executions
-# and crashes goes to build/sanitized/fuzz/results.md.
+# Each fuzz target (or those named in FUZZ_TARGETS) for FUZZ_SECONDS (default 600), FUZZ_JOBS at
+# a time; a table of executions and crashes goes to build/sanitized/fuzz/results.md.
 FUZZ_SECONDS ?= 600
 FUZZ_JOBS ?= $(JOBS)
 fuzz: sanitized

@@ -123,3 +123,14 @@ def test_damaged_shards_name_the_file(tmp_path, tokenizer_dir, texts):
     assert "matches no file" in train_error(tmp_path / "none-*.bin")
     assert f"token shard metadata {tmp_path / 'missing.json'} not found" in train_error(
         tmp_path / "missing.json")
+
+
+def test_threads_do_not_change_the_shards(tmp_path, tokenizer_dir, small_corpus):
+    outputs = []
+    for threads in ("1", "3"):
+        folder = tmp_path / f"t{threads}"
+        folder.mkdir()
+        _, meta = tokenize(folder, tokenizer_dir, "c", small_corpus,
+                           extra=("--shard-tokens", "30000", "--threads", threads))
+        outputs.append([(folder / s["file"]).read_bytes() for s in meta["shards"]])
+    assert len(outputs[0]) > 1 and outputs[0] == outputs[1]

@@ -1,5 +1,7 @@
 #include "titan/config/field_values.h"
 
+#include <utf8proc.h>
+
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -8,6 +10,23 @@
 
 namespace titan::config {
 namespace {
+
+// A config is saved and printed as TOML, whose strings are UTF-8: a value that is not could be
+// set but never read back (found by tests/fuzz/config_fuzz.cpp).
+void require_utf8(const std::string& key, const std::string& text) {
+  const auto* p = reinterpret_cast<const utf8proc_uint8_t*>(text.data());
+  auto left = static_cast<utf8proc_ssize_t>(text.size());
+  while (left > 0) {
+    utf8proc_int32_t code_point = 0;
+    const utf8proc_ssize_t n = utf8proc_iterate(p, left, &code_point);
+    if (n <= 0) {
+      fail(key, ": the value is not valid UTF-8 (byte ", text.size() - static_cast<size_t>(left),
+           ")");
+    }
+    p += n;
+    left -= n;
+  }
+}
 
 std::string trim(const std::string& s) {
   const auto begin = s.find_first_not_of(" \t");
@@ -71,11 +90,13 @@ void parse_cli_value(const std::string& key, const std::string& text, bool& out)
 }
 
 void parse_cli_value(const std::string& key, const std::string& text, std::string& out) {
+  require_utf8(key, text);
   out = text;
 }
 
 void parse_cli_value(const std::string& key, const std::string& text,
                      std::vector<std::string>& out) {
+  require_utf8(key, text);
   out = split_list(text);
 }
 

@@ -24,10 +24,10 @@ namespace titan::data {
 
 // Tokenizes every document of `inputs` (jsonl, compressed jsonl or text files, folders or globs,
 // as DocumentSource reads them; `text_field` names the jsonl field) and returns the metadata it
-// wrote to PREFIX.json.
+// wrote to PREFIX.json. `threads` tokenize at once; the output is the same for any number.
 nlohmann::json write_token_shards(const Tokenizer& tokenizer,
                                   const std::vector<std::string>& inputs, const std::string& prefix,
                                   int32_t eos_id, int64_t max_shard_tokens,
-                                  const std::string& text_field = "text");
+                                  const std::string& text_field = "text", int64_t threads = 1);
 
 }  // namespace titan::data

@@ -69,6 +69,19 @@ TEST(FieldValues, ParsesStringsVerbatim) {
   EXPECT_EQ(v, "");
 }
 
+// Found by the config fuzz target: such a value could be set but the config printed as TOML
+// could not be read back.
+TEST(FieldValues, StringsMustBeUtf8) {
+  std::string v;
+  std::vector<std::string> list;
+  EXPECT_CONTAINS(error_of([&] { parse_cli_value("--job.description", "ab\xee""3", v); }),
+                  "--job.description: the value is not valid UTF-8 (byte 2)");
+  EXPECT_CONTAINS(error_of([&] { parse_cli_value("--override.imports", "a=b,\xc3", list); }),
+                  "--override.imports: the value is not valid UTF-8 (byte 4)");
+  parse_cli_value("--job.description", "caf\xc3\xa9", v);
+  EXPECT_EQ(v, "caf\xc3\xa9");
+}
+
 TEST(FieldValues, ParsesCommaSeparatedLists) {
   std::vector<double> numbers;
   parse_cli_value("--optimizer.betas", "0.9,0.95", numbers);

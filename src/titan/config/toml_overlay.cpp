@@ -108,10 +108,65 @@ std::string location(const std::string& source_name, const toml::node& node) {
   return where;
 }
 
+// TOML 1.0 allows non-ASCII characters only inside strings and comments. Checked before toml++
+// sees the text: toml++ 3.3 (Debian 12) reaches __builtin_unreachable (undefined behaviour) when
+// it tests some of them for whitespace between tokens, e.g. `steps \u01fe = 1` (found by
+// tests/fuzz/config_fuzz.cpp). A small scanner that knows the four string forms and comments.
+void check_non_ascii_placement(const std::string& text, const std::string& source_name) {
+  enum class State { kCode, kComment, kBasic, kLiteral, kMultiBasic, kMultiLiteral };
+  State state = State::kCode;
+  size_t line = 1, line_start = 0;
+  const auto starts = [&](size_t i, const char* token) { return text.compare(i, 3, token) == 0; };
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == '\n') {
+      ++line;
+      line_start = i + 1;
+      if (state == State::kComment) state = State::kCode;
+      continue;
+    }
+    switch (state) {
+      case State::kCode:
+        if (static_cast<unsigned char>(c) >= 0x80) {
+          fail("config file ", source_name, ", line ", line, ", column ", i - line_start + 1,
+               ": TOML syntax error: a non-ASCII character outside a string or comment");
+        }
+        if (c == '#') state = State::kComment;
+        if (c == '"') state = starts(i, "\"\"\"") ? (i += 2, State::kMultiBasic) : State::kBasic;
+        if (c == '\'')
+          state = starts(i, "\'\'\'") ? (i += 2, State::kMultiLiteral) : State::kLiteral;
+        break;
+      case State::kComment:
+        break;
+      case State::kBasic:
+      case State::kMultiBasic:
+        if (c == '\\') {
+          ++i;  // an escaped character, a quote among them
+        } else if (state == State::kBasic && c == '"') {
+          state = State::kCode;
+        } else if (state == State::kMultiBasic && starts(i, "\"\"\"")) {
+          i += 2;
+          state = State::kCode;
+        }
+        break;
+      case State::kLiteral:
+        if (c == '\'') state = State::kCode;
+        break;
+      case State::kMultiLiteral:
+        if (starts(i, "\'\'\'")) {
+          i += 2;
+          state = State::kCode;
+        }
+        break;
+    }
+  }
+}
+
 }  // namespace
 
 void apply_toml_text(TrainerConfig& config, const std::string& text,
                      const std::string& source_name) {
+  check_non_ascii_placement(text, source_name);
   toml::table document;
   try {
     document = toml::parse(text, source_name);

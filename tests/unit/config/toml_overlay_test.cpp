@@ -120,6 +120,26 @@ TEST(TomlOverlay, BadTableHeaderCharactersAreSyntaxErrors) {
     EXPECT_CONTAINS(message, "config file bad.toml, line 2");
     EXPECT_CONTAINS(message, "TOML syntax error");
   }
+  // Found next: toml++ reached __builtin_unreachable on some non-ASCII characters between
+  // tokens; they are only allowed in strings and comments.
+  for (const std::string text :
+       {"[training]\nstep \xc7\xbe = 1\n", "[training]\nsteps\xc3\xa9 = 1\n"}) {
+    TrainerConfig c;
+    const auto message = error_of([&] { apply_toml_text(c, text, "bad.toml"); });
+    EXPECT_CONTAINS(message, "config file bad.toml, line 2, column 6");
+    EXPECT_CONTAINS(message, "non-ASCII character outside a string or comment");
+  }
+  // UTF-8 in the four string forms (quotes next to the closing ones too) and in comments.
+  TrainerConfig multi;
+  apply_toml_text(multi,
+                  "# \xc3\xa9\n[job]\ndescription = \"\"\"a\xc3\xa9\"\"\"\"\" # \xc3\xa9\n"
+                  "[model]\nname = '''\xc3\xa9'''\nflavor = '\xc3\xa9\"'\n"
+                  "[metrics]\nsave_tb_folder = \"\\\"\xc3\xa9\"\n",
+                  "multi.toml");
+  EXPECT_EQ(multi.job.description, "a\xc3\xa9\"\"");
+  EXPECT_EQ(multi.model.name, "\xc3\xa9");
+  EXPECT_EQ(multi.model.flavor, "\xc3\xa9\"");
+  EXPECT_EQ(multi.metrics.save_tb_folder, "\"\xc3\xa9");
   // Tabs, CRLF line ends and UTF-8 in strings and comments stay accepted.
   TrainerConfig c;
   apply_toml_text(c, "[job]\r\n\tdescription = \"caf\xc3\xa9 \xf0\x9f\x98\x80\" # \xe4\xb8\xad\r\n",

@@ -7,6 +7,7 @@
 #include "test_helpers.h"
 #include "titan/common/error.h"
 #include "titan/data/data_loader.h"
+#include "titan/data/token_shard_format.h"
 #include "titan/data/token_shards.h"
 
 namespace titan::data {
@@ -145,11 +146,14 @@ TEST(TokenShards, ShardsHoldTheDocumentStream) {
   const auto meta = write_token_shards(*qwen3_tokenizer(), {file.path()}, prefix, eos(), 16);
   std::vector<int64_t> all;
   for (const auto& shard : meta["shards"]) {
-    std::ifstream in((file.dir() / "shards" / shard["file"].get<std::string>()).string(),
-                     std::ios::binary);
-    std::vector<uint32_t> ids(shard["tokens"].get<size_t>());
-    in.read(reinterpret_cast<char*>(ids.data()), static_cast<std::streamsize>(ids.size() * 4));
-    ASSERT_TRUE(in);
+    const std::string path = (file.dir() / "shards" / shard["file"].get<std::string>()).string();
+    std::ifstream in(path, std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const TokenShardView view(path, reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+    EXPECT_EQ(view.documents(), shard["documents"].get<int64_t>());
+    std::vector<int32_t> ids;
+    for (int64_t d = 0; d < view.documents(); ++d) view.append_document(d, ids);
+    EXPECT_EQ(static_cast<int64_t>(ids.size()), shard["tokens"].get<int64_t>());
     all.insert(all.end(), ids.begin(), ids.end());
   }
   EXPECT_GT(meta["shards"].size(), 1u);
@@ -157,6 +161,13 @@ TEST(TokenShards, ShardsHoldTheDocumentStream) {
   EXPECT_EQ(all, expected_stream(0, 1, all.size()));
   EXPECT_EQ(all.size(), meta["tokens"].get<size_t>());
   EXPECT_TRUE(std::filesystem::exists(prefix + ".json"));
+  // Training on the shards sees the batches of the text they came from.
+  DataLoader from_text(qwen3_tokenizer(), file.path(), 2, 5, eos(), 1, 2);
+  DataLoader from_shards(qwen3_tokenizer(), prefix + ".json", 2, 5, eos(), 1, 2);
+  for (int step = 0; step < 4; ++step) {
+    const Batch a = from_text.next(), b = from_shards.next();
+    EXPECT_TRUE(a.inputs.equal(b.inputs) && a.labels.equal(b.labels)) << step;
+  }
 }
 
 }  // namespace

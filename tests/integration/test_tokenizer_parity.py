@@ -2,6 +2,7 @@
 tokenizer.json (Qwen3's), on a varied hand-picked corpus and a few hundred seeded random Unicode
 strings. One `titan encode --jsonl` call encodes all texts of a test."""
 import json
+import struct
 import random
 import subprocess
 
@@ -179,5 +180,9 @@ def test_tokenize_shards_hold_hf_ids(titan_bin, hf, tmp_path):
     ids = []
     for shard in meta["shards"]:
         data = (prefix.parent / shard["file"]).read_bytes()
-        ids += [int.from_bytes(data[i:i + 4], "little") for i in range(0, len(data), 4)]
+        # The v2 layout (README.md "Token shards"): 32-byte header, u64 document ends, u32 ids.
+        assert data[:8] == b"TITANTOK"
+        tokens, documents = struct.unpack_from("<QQ", data, 16)
+        start = 32 + 8 * documents
+        ids += list(struct.unpack_from(f"<{tokens}I", data, start))
     assert ids == expected and meta["tokens"] == len(expected) and len(meta["shards"]) > 1

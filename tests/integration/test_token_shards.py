@@ -118,6 +118,11 @@ def test_damaged_shards_name_the_file(tmp_path, tokenizer_dir, texts):
     meta_path.write_text(json.dumps(meta))
     err = train_error(meta_path)
     assert str(meta_path) in err and "eos id 0" in err
+    # Fields of the wrong type are the same clear errors, not a JSON library exception.
+    meta_path.write_text(json.dumps(dict(meta, eos_id="x")))
+    assert 'written with eos id "x"' in train_error(meta_path)
+    meta_path.write_text(json.dumps(dict(meta, format=2)))
+    assert '"format" is not "titan-token-shards-v2"' in train_error(meta_path)
     meta_path.write_text("{not json")
     assert f"token shard metadata {meta_path}: invalid JSON" in train_error(meta_path)
     assert "matches no file" in train_error(tmp_path / "none-*.bin")

@@ -21,10 +21,10 @@
 #include <vector>
 
 #include "tensor_list_model.h"
-#include "titan/common/file_util.h"
 #include "titan/checkpoint/hf_export.h"
 #include "titan/checkpoint/safetensors.h"
 #include "titan/common/error.h"
+#include "titan/common/file_util.h"
 
 namespace {
 

@@ -8,9 +8,9 @@
 #include <functional>
 #include <map>
 
-#include "titan/common/file_util.h"
 #include "titan/checkpoint/safetensors.h"
 #include "titan/common/error.h"
+#include "titan/common/file_util.h"
 #include "titan/config/field_values.h"
 
 namespace titan::checkpoint {

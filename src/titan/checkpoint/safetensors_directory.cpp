@@ -6,9 +6,9 @@
 #include <filesystem>
 #include <set>
 
-#include "titan/common/file_util.h"
 #include "titan/checkpoint/safetensors.h"
 #include "titan/common/error.h"
+#include "titan/common/file_util.h"
 
 namespace titan::checkpoint {
 namespace {

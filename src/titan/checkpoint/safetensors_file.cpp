@@ -4,10 +4,10 @@
 #include <cstring>
 #include <unordered_map>
 
-#include "titan/common/file_util.h"
 #include "titan/checkpoint/safetensors.h"
 #include "titan/checkpoint/safetensors_dtypes.h"
 #include "titan/common/error.h"
+#include "titan/common/file_util.h"
 
 namespace titan::checkpoint {
 

@@ -8,10 +8,10 @@
 #include <set>
 #include <string_view>
 
-#include "titan/common/file_util.h"
 #include "titan/checkpoint/safetensors.h"
 #include "titan/checkpoint/safetensors_dtypes.h"
 #include "titan/common/error.h"
+#include "titan/common/file_util.h"
 
 namespace titan::checkpoint {
 namespace {

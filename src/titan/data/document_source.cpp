@@ -59,10 +59,24 @@ bool is_supported_name(const std::string& name) {
          name.ends_with(".txt");
 }
 
+std::unique_ptr<DocumentSource> open_file(const std::string& path, const std::string& text_field) {
+  check_readable(path);
+  if (path.ends_with(".jsonl") || path.ends_with(".jsonl.gz") || path.ends_with(".jsonl.zst"))
+    return std::make_unique<JsonlSource>(path, text_field);
+  if (is_compressed(path))
+    fail("dataset file ", path, ": compressed files are read as .jsonl.gz or .jsonl.zst");
+  if (path.ends_with(".bin"))
+    fail("dataset file ", path,
+         ": token shards are read on their own, not mixed with text; "
+         "set training.dataset_path to their PREFIX.json");
+  return std::make_unique<TextFileSource>(path);
+}
+
+}  // namespace
+
 bool is_glob(const std::string& path) { return path.find_first_of("*?[") != std::string::npos; }
 
-// The files of a folder (recursively, hidden ones skipped) or the matches of a glob, sorted.
-std::vector<std::string> files_of(const std::string& path) {
+std::vector<std::string> dataset_files(const std::string& path) {
   std::vector<std::string> files;
   if (is_glob(path)) {
     glob_t matches{};
@@ -85,28 +99,14 @@ std::vector<std::string> files_of(const std::string& path) {
   return files;
 }
 
-std::unique_ptr<DocumentSource> open_file(const std::string& path, const std::string& text_field) {
-  check_readable(path);
-  if (path.ends_with(".jsonl") || path.ends_with(".jsonl.gz") || path.ends_with(".jsonl.zst"))
-    return std::make_unique<JsonlSource>(path, text_field);
-  if (is_compressed(path))
-    fail("dataset file ", path, ": compressed files are read as .jsonl.gz or .jsonl.zst");
-  if (path.ends_with(".bin"))
-    fail("dataset file ", path,
-         ": token shards are read on their own, not mixed with text; "
-         "set training.dataset_path to their PREFIX.json");
-  return std::make_unique<TextFileSource>(path);
-}
-
-}  // namespace
-
 std::unique_ptr<DocumentSource> DocumentSource::open(const std::string& path,
                                                      const std::string& text_field) {
   std::error_code ec;
   if (!is_glob(path) && !std::filesystem::is_directory(path, ec))
     return open_file(path, text_field);
   std::vector<std::unique_ptr<DocumentSource>> sources;
-  for (const std::string& file : files_of(path)) sources.push_back(open_file(file, text_field));
+  for (const std::string& file : dataset_files(path))
+    sources.push_back(open_file(file, text_field));
   if (sources.size() == 1) return std::move(sources.front());
   return std::make_unique<MultiFileSource>(path, std::move(sources));
 }

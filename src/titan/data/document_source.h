@@ -31,6 +31,12 @@ template <class... Parts>
   throw DataReadError(out.str());
 }
 
+// True when `path` holds glob characters (* ? [).
+bool is_glob(const std::string& path);
+// The files of a folder (recursively, hidden ones and unsupported names skipped) or every regular
+// file a glob matches, sorted; throws titan::Error naming `path` when there is none.
+std::vector<std::string> dataset_files(const std::string& path);
+
 class DocumentSource {
  public:
   // Throws titan::Error naming `path` when it is missing or unreadable.

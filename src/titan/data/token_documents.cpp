@@ -1,7 +1,5 @@
 #include "titan/data/token_documents.h"
 
-#include <glob.h>
-
 #include <algorithm>
 #include <filesystem>
 
@@ -83,18 +81,6 @@ class ShardDocuments : public TokenDocuments {
   std::vector<int64_t> starts_;  // starts_[i]: index of shard i's first document; back(): total
 };
 
-bool is_glob(const std::string& path) { return path.find_first_of("*?[") != std::string::npos; }
-
-std::vector<std::string> glob_files(const std::string& pattern) {
-  std::vector<std::string> files;
-  glob_t matches{};
-  const int rc = ::glob(pattern.c_str(), 0, nullptr, &matches);
-  for (size_t i = 0; rc == 0 && i < matches.gl_pathc; ++i) files.push_back(matches.gl_pathv[i]);
-  globfree(&matches);
-  std::sort(files.begin(), files.end());
-  return files;
-}
-
 // PREFIX.json -> the shard files it lists (relative to its folder), after checking the format
 // and that it was written with the same eos id.
 std::vector<std::string> shards_of_metadata(const std::string& path, int32_t eos_id) {
@@ -106,14 +92,15 @@ std::vector<std::string> shards_of_metadata(const std::string& path, int32_t eos
     fail("token shard metadata ", path, ": invalid JSON: ", e.what());
   }
   const std::string expected = kTokenShardFormatName;
-  if (!meta.is_object() || meta.value("format", std::string()) != expected) {
+  if (!meta.is_object() || !meta.contains("format") || meta["format"] != expected) {
     fail("token shard metadata ", path, ": \"format\" is not \"", expected,
          "\"; re-run titan tokenize");
   }
   if (!meta.contains("eos_id") || !meta["eos_id"].is_number_integer() ||
       meta["eos_id"].get<int64_t>() != eos_id) {
-    fail("token shard metadata ", path, ": written with eos id ", meta.value("eos_id", -1),
-         " but training uses ", eos_id, "; re-run titan tokenize with this tokenizer");
+    fail("token shard metadata ", path, ": written with eos id ",
+         meta.contains("eos_id") ? meta["eos_id"].dump() : "(none)", " but training uses ", eos_id,
+         "; re-run titan tokenize with this tokenizer");
   }
   if (!meta.contains("shards") || !meta["shards"].is_array() || meta["shards"].empty()) {
     fail("token shard metadata ", path, ": no \"shards\" list");
@@ -147,8 +134,7 @@ std::unique_ptr<TokenDocuments> open_token_documents(const std::string& path,
   if (path.ends_with(".json")) {
     files = shards_of_metadata(path, eos_id);
   } else if (is_glob(path)) {
-    files = glob_files(path);
-    TITAN_CHECK(!files.empty(), "dataset glob ", path, " matches no file");
+    files = dataset_files(path);
   } else {
     files = {path};
   }

@@ -6,10 +6,10 @@
 #include <filesystem>
 
 #include "../../tools/tensor_list_model.h"
-#include "titan/common/file_util.h"
 #include "titan/checkpoint/hf_export.h"
 #include "titan/checkpoint/safetensors.h"
 #include "titan/common/error.h"
+#include "titan/common/file_util.h"
 
 namespace titan::checkpoint {
 namespace {

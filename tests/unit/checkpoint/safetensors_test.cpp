@@ -7,9 +7,9 @@
 #include <filesystem>
 #include <fstream>
 
-#include "titan/common/file_util.h"
 #include "titan/checkpoint/safetensors.h"
 #include "titan/common/error.h"
+#include "titan/common/file_util.h"
 
 namespace titan::checkpoint {
 namespace {

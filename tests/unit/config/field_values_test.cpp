@@ -74,7 +74,12 @@ TEST(FieldValues, ParsesStringsVerbatim) {
 TEST(FieldValues, StringsMustBeUtf8) {
   std::string v;
   std::vector<std::string> list;
-  EXPECT_CONTAINS(error_of([&] { parse_cli_value("--job.description", "ab\xee""3", v); }),
+  EXPECT_CONTAINS(error_of([&] {
+                    parse_cli_value("--job.description",
+                                    "ab\xee"
+                                    "3",
+                                    v);
+                  }),
                   "--job.description: the value is not valid UTF-8 (byte 2)");
   EXPECT_CONTAINS(error_of([&] { parse_cli_value("--override.imports", "a=b,\xc3", list); }),
                   "--override.imports: the value is not valid UTF-8 (byte 4)");

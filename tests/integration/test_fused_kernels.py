@@ -8,12 +8,12 @@ from conftest import read_metrics, run_titan
 STEPS = 10
 
 
-def train(tmp_path, name, corpus, tokenizer_dir, config, *extra):
+def train(tmp_path, name, corpus, tokenizer_dir, config, *extra, steps=STEPS, batch=2, seq_len=64):
     dump = tmp_path / name
     proc = run_titan(
         "train", "--module", "qwen3", "--config", config,
-        "--training.local_batch_size", "2", "--training.seq_len", "64",
-        "--training.steps", str(STEPS), "--metrics.log_freq", "1",
+        "--training.local_batch_size", str(batch), "--training.seq_len", str(seq_len),
+        "--training.steps", str(steps), "--metrics.log_freq", "1",
         "--job.dump_folder", dump, "--training.dataset_path", corpus,
         "--model.hf_assets_path", tokenizer_dir, *extra)
     return proc, [m["loss"] for m in read_metrics(dump)]
@@ -40,12 +40,14 @@ def test_kernels_path_in_bfloat16_stays_within_bf16_tolerance(tmp_path, small_co
                                                               tokenizer_dir):
     # The tolerance is reference's own bf16 error: how far its bf16 losses are from its fp32
     # ones (at the worst step), with a margin.
+    # Few, short rows: CPUs without native bf16 (no AVX512-BF16/AMX) run bf16 matmuls slowly.
     bf16 = ("--training.mixed_precision_param", "bfloat16")
-    _, exact = train(tmp_path, "fp32", small_corpus, tokenizer_dir, "qwen3_debugmodel_moe")
+    size = dict(steps=5, batch=1, seq_len=24)
+    _, exact = train(tmp_path, "fp32", small_corpus, tokenizer_dir, "qwen3_debugmodel_moe", **size)
     _, reference = train(tmp_path, "reference", small_corpus, tokenizer_dir,
-                         "qwen3_debugmodel_moe", *bf16)
+                         "qwen3_debugmodel_moe", *bf16, **size)
     _, fused = train(tmp_path, "fused", small_corpus, tokenizer_dir,
-                     "titan_kernels_qwen3_debugmodel", *bf16)
+                     "titan_kernels_qwen3_debugmodel", *bf16, **size)
     assert reference != exact  # the bf16 runs really compute in bf16
     tolerance = 3 * max(abs(a - b) for a, b in zip(reference, exact)) + 1e-4
     for step, (a, b) in enumerate(zip(exact, fused), 1):

@@ -81,6 +81,14 @@ struct TrainingConfig {
   std::string dataset_text_field = "text";
   // Token placed between packed documents.
   std::string eos_token = "<|endoftext|>";
+  // Block-causal attention over packed rows: each document attends to itself only, positions
+  // restart at 0 where a document starts, and the label crossing into the next document is
+  // ignored. false: plain causal attention across the packed row.
+  bool document_masking = false;
+  // Visit the documents in a new order every epoch, drawn from `seed` (false: file order).
+  bool shuffle = false;
+  // Batches a background thread reads, tokenizes and packs ahead of the step (0: none).
+  int64_t prefetch_batches = 2;
   int64_t seed = 0;
   bool deterministic = false;
   // "cpu", "cuda" or "auto" (cuda when available).
@@ -102,6 +110,9 @@ struct TrainingConfig {
     v("dataset_path", dataset_path);
     v("dataset_text_field", dataset_text_field);
     v("eos_token", eos_token);
+    v("document_masking", document_masking);
+    v("shuffle", shuffle);
+    v("prefetch_batches", prefetch_batches);
     v("seed", seed);
     v("deterministic", deterministic);
     v("device", device);

@@ -116,6 +116,11 @@ void validate_config(const TrainerConfig& c, const std::vector<std::string>& mod
                 ">= 1 or -1 (local_batch_size x data-parallel degree)");
   }
   check_at_least("training.seq_len", t.seq_len, 1);
+  check_at_least("training.prefetch_batches", t.prefetch_batches, 0);
+  TITAN_CHECK(!t.document_masking || c.model.name != "transformers",
+              "training.document_masking needs block-causal attention, which the Transformers "
+              "backend (model.name = \"transformers\") does not run yet; use model.name = "
+              "\"qwen3\"");
   check_range(t.max_norm > 0, "training.max_norm", t.max_norm, "> 0");
   check_one_of("training.dtype", t.dtype, {"float32", "bfloat16"});
   check_one_of("training.mixed_precision_param", t.mixed_precision_param,

@@ -1,45 +1,109 @@
 #include "titan/data/data_loader.h"
 
+#include <chrono>
 #include <vector>
 
 #include "titan/common/error.h"
 
 namespace titan::data {
+namespace {
+
+constexpr int64_t kIgnoredLabel = -100;
+
+}  // namespace
+
+DataLoader::DataLoader(std::shared_ptr<const Tokenizer> tok, const std::string& dataset_path,
+                       const LoaderOptions& options)
+    : stream_(
+          open_token_documents(dataset_path, std::move(tok), options.eos_id, options.text_field),
+          options.dp_rank, options.dp_world, options.shuffle_seed),
+      options_(options),
+      dataset_path_(dataset_path),
+      next_(stream_.position()) {
+  TITAN_CHECK(options.local_batch_size >= 1, "training.local_batch_size must be >= 1, got ",
+              options.local_batch_size);
+  TITAN_CHECK(options.seq_len >= 1, "training.seq_len must be >= 1, got ", options.seq_len);
+  TITAN_CHECK(options.prefetch >= 0, "training.prefetch_batches must be >= 0, got ",
+              options.prefetch);
+}
 
 DataLoader::DataLoader(std::shared_ptr<const Tokenizer> tok, const std::string& dataset_path,
                        int64_t local_batch_size, int64_t seq_len, int32_t eos_id, int64_t dp_rank,
                        int64_t dp_world, const std::string& text_field)
-    : stream_(open_token_documents(dataset_path, std::move(tok), eos_id, text_field), dp_rank,
-              dp_world),
-      local_batch_size_(local_batch_size),
-      seq_len_(seq_len),
-      dp_rank_(dp_rank),
-      dp_world_(dp_world),
-      dataset_path_(dataset_path) {
-  TITAN_CHECK(local_batch_size >= 1, "training.local_batch_size must be >= 1, got ",
-              local_batch_size);
-  TITAN_CHECK(seq_len >= 1, "training.seq_len must be >= 1, got ", seq_len);
+    : DataLoader(std::move(tok), dataset_path, [&] {
+        LoaderOptions o;
+        o.local_batch_size = local_batch_size;
+        o.seq_len = seq_len;
+        o.eos_id = eos_id;
+        o.dp_rank = dp_rank;
+        o.dp_world = dp_world;
+        o.text_field = text_field;
+        return o;
+      }()) {}
+
+// The prefetch thread uses stream_: it must stop before the members go.
+DataLoader::~DataLoader() { prefetcher_.reset(); }
+
+DataLoader::Prepared DataLoader::prepare() {
+  const int64_t B = options_.local_batch_size, S = options_.seq_len;
+  const bool masking = options_.document_masking;
+  Prepared out;
+  Batch& b = out.batch;
+  b.inputs = at::empty({B, S}, at::kLong);
+  b.labels = at::empty({B, S}, at::kLong);
+  if (masking) {
+    b.positions = at::empty({B, S}, at::kLong);
+    b.document_ids = at::empty({B, S}, at::kLong);
+  }
+  std::vector<int64_t> window(S + 1);
+  std::vector<uint8_t> starts(S + 1);
+  for (int64_t row = 0; row < B; ++row) {
+    stream_.read(S + 1, window.data(), masking ? starts.data() : nullptr);
+    int64_t* inputs = b.inputs.data_ptr<int64_t>() + row * S;
+    int64_t* labels = b.labels.data_ptr<int64_t>() + row * S;
+    std::copy_n(window.begin(), S, inputs);
+    std::copy_n(window.begin() + 1, S, labels);
+    if (!masking) continue;
+    int64_t* positions = b.positions.data_ptr<int64_t>() + row * S;
+    int64_t* documents = b.document_ids.data_ptr<int64_t>() + row * S;
+    int64_t document = 0, position = 0;
+    for (int64_t i = 0; i < S; ++i) {
+      if (i > 0 && starts[i]) {
+        ++document;
+        position = 0;
+      }
+      positions[i] = position++;
+      documents[i] = document;
+      if (starts[i + 1]) labels[i] = kIgnoredLabel;  // the next document's first token
+    }
+  }
+  out.after = stream_.position();
+  return out;
 }
 
 Batch DataLoader::next() {
-  Batch b;
-  b.inputs = at::empty({local_batch_size_, seq_len_}, at::kLong);
-  b.labels = at::empty({local_batch_size_, seq_len_}, at::kLong);
-  std::vector<int64_t> window(seq_len_ + 1);
-  int64_t* inputs = b.inputs.data_ptr<int64_t>();
-  int64_t* labels = b.labels.data_ptr<int64_t>();
-  for (int64_t row = 0; row < local_batch_size_; ++row) {
-    stream_.read(seq_len_ + 1, window.data());
-    std::copy_n(window.begin(), seq_len_, inputs + row * seq_len_);
-    std::copy_n(window.begin() + 1, seq_len_, labels + row * seq_len_);
+  const auto start = std::chrono::steady_clock::now();
+  Prepared p;
+  if (options_.prefetch == 0) {
+    p = prepare();
+  } else {
+    if (!prefetcher_) {
+      prefetcher_ = std::make_unique<Prefetcher<Prepared>>([this] { return prepare(); },
+                                                           static_cast<size_t>(options_.prefetch));
+    }
+    p = prefetcher_->next();
   }
-  return b;
+  next_ = p.after;
+  waited_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return std::move(p.batch);
 }
 
 nlohmann::json DataLoader::state() const {
-  const StreamPosition p = stream_.position();
-  return {{"epoch", p.epoch},    {"document", p.document}, {"offset", p.offset},
-          {"dp_rank", dp_rank_}, {"dp_world", dp_world_},  {"dataset_path", dataset_path_}};
+  nlohmann::json s = {{"epoch", next_.epoch},          {"document", next_.document},
+                      {"offset", next_.offset},        {"dp_rank", options_.dp_rank},
+                      {"dp_world", options_.dp_world}, {"dataset_path", dataset_path_}};
+  if (options_.shuffle_seed) s["shuffle_seed"] = *options_.shuffle_seed;
+  return s;
 }
 
 void DataLoader::load_state(const nlohmann::json& s) {
@@ -48,11 +112,25 @@ void DataLoader::load_state(const nlohmann::json& s) {
                 "dataloader state lacks the integer field '", key, "'");
     return s[key].get<int64_t>();
   };
-  TITAN_CHECK(get("dp_rank") == dp_rank_ && get("dp_world") == dp_world_,
+  TITAN_CHECK(get("dp_rank") == options_.dp_rank && get("dp_world") == options_.dp_world,
               "dataloader state was saved by data-parallel rank ", get("dp_rank"), " of ",
-              get("dp_world"), " but is loaded by rank ", dp_rank_, " of ", dp_world_,
-              "; resume with the same data-parallel layout");
+              get("dp_world"), " but is loaded by rank ", options_.dp_rank, " of ",
+              options_.dp_world, "; resume with the same data-parallel layout");
+  const bool saved_shuffled = s.contains("shuffle_seed");
+  const auto describe = [](bool shuffled, uint64_t seed) {
+    return shuffled ? "shuffled with seed " + std::to_string(seed) : std::string("not shuffled");
+  };
+  const uint64_t saved_seed = saved_shuffled ? s["shuffle_seed"].get<uint64_t>() : 0;
+  TITAN_CHECK(saved_shuffled == options_.shuffle_seed.has_value() &&
+                  saved_seed == options_.shuffle_seed.value_or(0),
+              "dataloader state was saved ", describe(saved_shuffled, saved_seed),
+              " but this run is ",
+              describe(options_.shuffle_seed.has_value(), options_.shuffle_seed.value_or(0)),
+              "; resume with the same training.shuffle and training.seed");
+  // Batches prepared ahead belong to the old position: stop the thread before seeking.
+  prefetcher_.reset();
   stream_.seek({get("epoch"), get("document"), get("offset")});
+  next_ = stream_.position();
 }
 
 }  // namespace titan::data

@@ -2,16 +2,28 @@
 // non-overlapping windows of seq_len + 1 tokens, each giving inputs = x[:-1], labels = x[1:]
 // (shifted here, torchtitan's convention). Deterministic; state()/load_state() resume a run with
 // exactly the batches it would have seen.
+//
+// With document masking (training.document_masking) a batch also says where its documents lie:
+// positions restart at 0 where a document starts (and at the start of every row, as torchtitan
+// does) and each token carries the index of its document in the row, for block-causal
+// attention; the label that would predict the next document's first token from the previous
+// document is ignored (-100), as Hugging Face's DataCollatorWithFlattening does, so a packed
+// row's loss is the sum of its documents' losses.
+//
+// With prefetch > 0 a background thread reads, tokenizes and packs up to that many batches
+// ahead (prefetcher.h); the batches and the states are the same as without it.
 #pragma once
 
 #include <ATen/ATen.h>
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
+#include "titan/data/prefetcher.h"
 #include "titan/data/token_stream.h"
 #include "titan/data/tokenizer/tokenizer.h"
 
@@ -19,28 +31,59 @@ namespace titan::data {
 
 struct Batch {
   at::Tensor inputs, labels;  // int64 [local_batch_size, seq_len]
+  // int64 [local_batch_size, seq_len] with document masking; undefined otherwise.
+  at::Tensor positions, document_ids;
+};
+
+struct LoaderOptions {
+  int64_t local_batch_size = 1;
+  int64_t seq_len = 1;
+  int32_t eos_id = 0;
+  int64_t dp_rank = 0, dp_world = 1;
+  // The field of a jsonl/parquet record that holds the document (training.dataset_text_field).
+  std::string text_field = "text";
+  bool document_masking = false;
+  // Documents in a new random order every epoch, drawn from this seed (training.shuffle).
+  std::optional<uint64_t> shuffle_seed;
+  // Batches a background thread prepares ahead (0: none, batches made on the caller's thread).
+  int64_t prefetch = 0;
 };
 
 class DataLoader {
  public:
   // Throws titan::Error naming the file when it is missing, or empty (no tokens at all).
-  // `text_field`: the field of a jsonl record that holds the document (training.
-  // dataset_text_field).
+  DataLoader(std::shared_ptr<const Tokenizer> tok, const std::string& dataset_path,
+             const LoaderOptions& options);
   DataLoader(std::shared_ptr<const Tokenizer> tok, const std::string& dataset_path,
              int64_t local_batch_size, int64_t seq_len, int32_t eos_id, int64_t dp_rank = 0,
              int64_t dp_world = 1, const std::string& text_field = "text");
+  ~DataLoader();
 
   Batch next();
 
-  // {"epoch", "document", "offset", "dp_rank", "dp_world", "dataset_path"}: where the next batch
-  // starts. load_state() checks the rank layout and that the position fits the dataset.
+  // {"epoch", "document", "offset", "dp_rank", "dp_world", "dataset_path"} (and "shuffle_seed"
+  // when shuffling): where the next batch starts. load_state() checks the rank layout, the
+  // shuffling and that the position fits the dataset.
   nlohmann::json state() const;
   void load_state(const nlohmann::json& s);
 
+  // Seconds spent in next() so far: the time the caller waited for data (with prefetching,
+  // only what the thread had not prepared in time).
+  double wait_seconds() const { return waited_; }
+
  private:
+  struct Prepared {
+    Batch batch;
+    StreamPosition after;  // the stream's position once this batch is read
+  };
+  Prepared prepare();  // reads one batch from the stream (the prefetch thread's work)
+
   TokenStream stream_;
-  int64_t local_batch_size_, seq_len_, dp_rank_, dp_world_;
+  LoaderOptions options_;
   std::string dataset_path_;
+  StreamPosition next_;                               // where the batch next() returns next starts
+  std::unique_ptr<Prefetcher<Prepared>> prefetcher_;  // started by the first next()
+  double waited_ = 0;
 };
 
 }  // namespace titan::data

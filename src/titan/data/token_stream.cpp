@@ -1,52 +1,97 @@
 #include "titan/data/token_stream.h"
 
 #include <algorithm>
+#include <limits>
+#include <random>
 
 #include "titan/common/error.h"
 
 namespace titan::data {
+namespace {
 
-TokenStream::TokenStream(std::unique_ptr<TokenDocuments> documents, int64_t rank, int64_t world)
-    : documents_(std::move(documents)), rank_(rank), world_(world) {
+// A draw below `bound` without modulo bias (rejection of the incomplete last stretch).
+uint64_t uniform_below(std::mt19937_64& rng, uint64_t bound) {
+  const uint64_t limit =
+      std::numeric_limits<uint64_t>::max() - std::numeric_limits<uint64_t>::max() % bound;
+  uint64_t x;
+  do x = rng();
+  while (x >= limit);
+  return x % bound;
+}
+
+}  // namespace
+
+std::vector<int64_t> shuffled_order(int64_t n, uint64_t seed, int64_t epoch) {
+  std::vector<int64_t> order(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) order[i] = i;
+  // Seed and epoch mixed through seed_seq, so neighbouring seeds give unrelated orders.
+  std::seed_seq seq{static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32),
+                    static_cast<uint32_t>(epoch), static_cast<uint32_t>(epoch >> 32)};
+  std::mt19937_64 rng(seq);
+  for (int64_t i = n - 1; i > 0; --i) {
+    std::swap(order[i], order[uniform_below(rng, static_cast<uint64_t>(i) + 1)]);
+  }
+  return order;
+}
+
+TokenStream::TokenStream(std::unique_ptr<TokenDocuments> documents, int64_t rank, int64_t world,
+                         std::optional<uint64_t> shuffle_seed)
+    : documents_(std::move(documents)), rank_(rank), world_(world), shuffle_seed_(shuffle_seed) {
   TITAN_CHECK(world_ >= 1 && rank_ >= 0 && rank_ < world_, "data-parallel rank ", rank_,
               " is outside the world of size ", world_);
   const std::string& path = documents_->path();
   TITAN_CHECK(documents_->size() > 0, "dataset file ", path, " is empty (no documents)");
   TITAN_CHECK(documents_->size() > rank_, "dataset file ", path, " has ", documents_->size(),
               " documents, too few for data-parallel rank ", rank_, " of ", world_);
-  // An empty dataset would loop forever on eos tokens alone: find this rank's first document
+  // An empty dataset would loop forever on eos tokens alone: find a document of this rank
   // with more than its eos (usually the very first one).
   int64_t first = rank_;
   for (; first < documents_->size(); first += world_) {
-    documents_->read(first, tokens_);
+    load_document(0, first);
     if (tokens_.size() > 1) break;
   }
   TITAN_CHECK(first < documents_->size(), "dataset file ", path,
               " is empty (no text in the documents of data-parallel rank ", rank_, " of ", world_,
               ")");
-  load_document(rank_);
+  load_document(0, rank_);
   position_ = {0, rank_, 0};
 }
 
-void TokenStream::load_document(int64_t index) { documents_->read(index, tokens_); }
+int64_t TokenStream::source_index(int64_t epoch, int64_t document) {
+  if (!shuffle_seed_) return document;
+  if (order_epoch_ != epoch) {
+    order_ = shuffled_order(documents_->size(), *shuffle_seed_, epoch);
+    order_epoch_ = epoch;
+  }
+  return order_[static_cast<size_t>(document)];
+}
+
+void TokenStream::load_document(int64_t epoch, int64_t document) {
+  documents_->read(source_index(epoch, document), tokens_);
+}
 
 void TokenStream::next_document() {
   int64_t next = position_.document + world_;
+  int64_t epoch = position_.epoch;
   if (next >= documents_->size()) {
     next = rank_;
-    ++position_.epoch;
+    ++epoch;
   }
-  load_document(next);
-  position_.document = next;
-  position_.offset = 0;
+  load_document(epoch, next);
+  position_ = {epoch, next, 0};
 }
 
-void TokenStream::read(int64_t n, int64_t* out) {
+void TokenStream::read(int64_t n, int64_t* out, uint8_t* starts) {
   while (n > 0) {
     if (position_.offset == static_cast<int64_t>(tokens_.size())) next_document();
     const int64_t take =
         std::min<int64_t>(n, static_cast<int64_t>(tokens_.size()) - position_.offset);
     std::copy_n(tokens_.begin() + position_.offset, take, out);
+    if (starts != nullptr) {
+      std::fill_n(starts, take, uint8_t{0});
+      if (position_.offset == 0) starts[0] = 1;
+      starts += take;
+    }
     out += take;
     n -= take;
     position_.offset += take;
@@ -59,7 +104,7 @@ void TokenStream::seek(const StreamPosition& p) {
                   p.document % world_ == rank_,
               "dataloader state (document ", p.document, ") does not fit dataset file ", path, " (",
               documents_->size(), " documents) for data-parallel rank ", rank_, " of ", world_);
-  load_document(p.document);
+  load_document(p.epoch, p.document);
   TITAN_CHECK(p.offset >= 0 && p.offset <= static_cast<int64_t>(tokens_.size()),
               "dataloader state (offset ", p.offset, " in document ", p.document,
               ") does not fit dataset file ", path, ": the document has ", tokens_.size(),

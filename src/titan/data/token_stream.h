@@ -1,12 +1,15 @@
 // The packed token stream of one data-parallel rank, as torchtitan builds it: the rank takes
-// documents rank, rank + world, rank + 2*world, ... of the source; each document's ids are
-// followed by the eos id; when the documents run out the stream starts over (a new epoch).
+// documents rank, rank + world, rank + 2*world, ... of the epoch's document order; each
+// document's ids are followed by the eos id; when the documents run out the stream starts over
+// (a new epoch). The order is the source's own, or with `shuffle_seed` a permutation drawn anew
+// for every epoch from (seed, epoch), the same on every rank and every platform.
 // Documents are read (tokenized, or taken from token shards) lazily, one at a time, so a
 // position is (epoch, document, offset) and a resumed run re-reads the document it stopped in.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "titan/data/token_documents.h"
@@ -15,18 +18,24 @@ namespace titan::data {
 
 struct StreamPosition {
   int64_t epoch = 0;
-  int64_t document = 0;  // index in the source of the document being read
+  int64_t document = 0;  // place in the epoch's order (the source index when not shuffled)
   int64_t offset = 0;    // tokens of it already consumed (its eos included at the end)
 };
+
+// The order in which epoch `epoch` visits `n` documents under `seed`: a Fisher-Yates shuffle
+// driven by std::mt19937_64 (whose output the standard fixes), so it is reproducible anywhere.
+std::vector<int64_t> shuffled_order(int64_t n, uint64_t seed, int64_t epoch);
 
 class TokenStream {
  public:
   // Throws titan::Error naming the file when this rank gets no document or all its documents
   // are empty (no tokens at all).
-  TokenStream(std::unique_ptr<TokenDocuments> documents, int64_t rank, int64_t world);
+  TokenStream(std::unique_ptr<TokenDocuments> documents, int64_t rank, int64_t world,
+              std::optional<uint64_t> shuffle_seed = std::nullopt);
 
-  // Writes the next n tokens to out.
-  void read(int64_t n, int64_t* out);
+  // Writes the next n tokens to out; with `starts` set, starts[i] = 1 where out[i] is the first
+  // token of a document and 0 elsewhere.
+  void read(int64_t n, int64_t* out, uint8_t* starts = nullptr);
 
   StreamPosition position() const { return position_; }
   // Throws titan::Error when `p` does not fit this source and rank.
@@ -35,11 +44,15 @@ class TokenStream {
   const TokenDocuments& documents() const { return *documents_; }
 
  private:
-  void load_document(int64_t index);  // into tokens_
+  int64_t source_index(int64_t epoch, int64_t document);  // the order's entry
+  void load_document(int64_t epoch, int64_t document);    // into tokens_
   void next_document();
 
   std::unique_ptr<TokenDocuments> documents_;
   int64_t rank_, world_;
+  std::optional<uint64_t> shuffle_seed_;
+  int64_t order_epoch_ = -1;    // the epoch order_ belongs to
+  std::vector<int64_t> order_;  // the shuffled order of that epoch
   StreamPosition position_;
   std::vector<int32_t> tokens_;  // the current document's ids and eos
 };

@@ -5,6 +5,7 @@
 #include "titan/kernels/fused_kernels.h"
 
 #include "titan/kernels/cpu/cpu_kernels.h"
+#include "titan/kernels/reference/reference.h"
 #include "titan/kernels/registry.h"
 #if TITAN_WITH_CUDA
 #include "titan/kernels/cuda/cuda_kernels.h"
@@ -46,6 +47,9 @@ at::Tensor moe_experts(const at::Tensor& x, const Routing& routing, const at::Te
 
 RotatedQueryKey rope(const at::Tensor& q, const at::Tensor& k, const at::Tensor& cos,
                      const at::Tensor& sin) {
+  // The CUDA kernel reads one [S, d] table for every row; rows with positions of their own
+  // (packed documents, cos/sin [B, 1, S, d]) take the reference.
+  if (cos.dim() != 2) return reference::rope(q, k, cos, sin);
 #if TITAN_WITH_CUDA
   if (q.is_cuda()) return cuda::rope(q, k, cos, sin);
 #endif

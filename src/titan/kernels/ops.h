@@ -55,16 +55,19 @@ struct RotatedQueryKey {
 // statistics in float32, the normalised value rounded to x's dtype before the multiply.
 using RmsNormFn = at::Tensor (*)(const at::Tensor& x, const at::Tensor& weight, double eps);
 
-// rope: q [B, nq, S, d], k [B, nkv, S, d], cos/sin [S, d] (half-split layout, in the
-// activations' dtype) -> q*cos + rotate_half(q)*sin and the same for k.
+// rope: q [B, nq, S, d], k [B, nkv, S, d], cos/sin [S, d] (every row at positions 0..S-1), or
+// [B, 1, S, d] (each row's own positions: packed documents whose positions restart at 0), in the
+// half-split layout and the activations' dtype -> q*cos + rotate_half(q)*sin and the same for k.
 using RopeFn = RotatedQueryKey (*)(const at::Tensor& q, const at::Tensor& k, const at::Tensor& cos,
                                    const at::Tensor& sin);
 
 // attention: causal grouped-query attention, q [B, nq, S, d], k/v [B, nkv, past + S, d],
 // softmax(q k^T * scale) v; query i sees keys 0..past+i (past > 0 only when decoding with a KV
-// cache). Returns [B, nq, S, d].
+// cache). With `document_ids` defined (int64 [B, S], past == 0: rows packed from several
+// documents, training.document_masking) attention is block-causal: query i sees the keys j <= i
+// of its own document only (document_ids[b, j] == document_ids[b, i]). Returns [B, nq, S, d].
 using AttentionFn = at::Tensor (*)(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                                   double scale, int64_t past);
+                                   double scale, int64_t past, const at::Tensor& document_ids);
 
 // swiglu: the feed-forward down(silu(gate(x)) * up(x)); weights in nn.Linear layout [out, in].
 using SwigluFn = at::Tensor (*)(const at::Tensor& x, const at::Tensor& gate_proj,

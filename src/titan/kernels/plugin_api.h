@@ -23,7 +23,8 @@
 namespace titan::kernels {
 
 // Bumped whenever ops.h or KernelRegistrar changes in a way that breaks compiled libraries.
-inline constexpr uint32_t kKernelAbiVersion = 1;
+// 2: attention takes the document ids of packed rows; rope takes per-row cos/sin.
+inline constexpr uint32_t kKernelAbiVersion = 2;
 
 class KernelRegistrar {
  public:

@@ -2,7 +2,16 @@
 
 #include <ATen/core/grad_mode.h>
 
+#include "titan/common/error.h"
+
 namespace titan::models {
+
+ModelOutput Model::forward_packed(const at::Tensor& input_ids, const PackedDocuments& documents) {
+  TITAN_CHECK(!documents.document_ids.defined(),
+              "this model backend has no block-causal attention: training.document_masking "
+              "needs the native model (model.name = \"qwen3\")");
+  return forward(input_ids);
+}
 
 at::Tensor logits(Model& model, const at::Tensor& input_ids) {
   const at::Tensor hidden = model.forward(input_ids).hidden;

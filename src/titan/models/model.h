@@ -16,6 +16,15 @@ namespace titan::models {
 
 class IncrementalDecoder;
 
+// Where the documents of rows packed from several documents lie (training.document_masking):
+// int64 [B, S] each token's position in its document (restarting at 0 where a document starts)
+// and the index of its document in the row. A model given them attends block-causally (each
+// document to itself only) and rotates by these positions.
+struct PackedDocuments {
+  at::Tensor positions;
+  at::Tensor document_ids;
+};
+
 struct ModelOutput {
   at::Tensor hidden;      // [B, S, H] final (normed) hidden states, in the compute dtype
   at::Tensor extra_loss;  // auxiliary loss terms, already scaled (MoE aux loss); may be undefined
@@ -28,6 +37,8 @@ class Model {
   // The forward up to the head, for input ids [B, S] (int64). The head itself is applied by
   // the loss (chunked linear + cross-entropy) or by logits() below.
   virtual ModelOutput forward(const at::Tensor& input_ids) = 0;
+  // The same for rows of packed documents. Models without block-causal attention refuse.
+  virtual ModelOutput forward_packed(const at::Tensor& input_ids, const PackedDocuments& documents);
   // The output projection [V, H] as the forward sees it now (for tied models the embedding);
   // read it at each use, since a wrapper may have swapped the tensor in its slot.
   virtual at::Tensor output_weight() = 0;

@@ -25,6 +25,8 @@ struct StepMetrics {
   std::optional<double> mfu;              // percent; only when the device's peak is known
   double memory_reserved_gib = 0;         // CUDA: reserved by the caching allocator
   int64_t skipped_steps = 0;              // steps skipped for a non-finite loss or gradient
+  double data_loading_s = 0;              // the step's wait for its batches (torchtitan's
+                                          // data_loading time)
   std::optional<double> validation_loss;  // when the validator ran at this step
 };
 

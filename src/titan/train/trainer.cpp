@@ -25,6 +25,7 @@
 #include "titan/train/grad_clip.h"
 #include "titan/train/initial_load.h"
 #include "titan/train/kernel_overrides.h"
+#include "titan/train/loader_options.h"
 #include "titan/train/loss.h"
 #include "titan/train/lr_scheduler.h"
 #include "titan/train/metrics.h"
@@ -70,9 +71,8 @@ class Trainer {
         overrides_(make_override_resolver(cfg, precision_)),
         tokenizer_(std::make_shared<const data::Tokenizer>(
             data::Tokenizer::from_directory(cfg.model.hf_assets_path))),
-        loader_(tokenizer_, cfg.training.dataset_path, cfg.training.local_batch_size,
-                cfg.training.seq_len, tokenizer_->token_to_id(cfg.training.eos_token),
-                /*dp_rank=*/0, /*dp_world=*/1, cfg.training.dataset_text_field),
+        loader_(tokenizer_, cfg.training.dataset_path,
+                loader_options(cfg, tokenizer_->token_to_id(cfg.training.eos_token))),
         spec_(models::get_model_spec(cfg.model.name)),
         model_(build_model()),
         loss_(*model_, &overrides_),
@@ -180,7 +180,8 @@ class Trainer {
         [this](const data::Batch& batch) {
           const at::Tensor inputs = batch.inputs.to(precision_.device);
           const at::Tensor labels = batch.labels.to(precision_.device);
-          const models::ModelOutput out = model_->forward(inputs);
+          const models::ModelOutput out =
+              model_->forward_packed(inputs, packed_documents(batch, precision_.device));
           return std::pair<double, double>{loss_.sum(out.hidden, labels).item<double>(),
                                            static_cast<double>(count_valid_tokens(batch.labels))};
         },
@@ -288,7 +289,8 @@ class Trainer {
       if (dp) dp->set_gradient_sync(i + 1 == batches.size());
       const at::Tensor inputs = batches[i].inputs.to(precision_.device);
       const at::Tensor labels = batches[i].labels.to(precision_.device);
-      const models::ModelOutput out = model_->forward(inputs);
+      const models::ModelOutput out =
+          model_->forward_packed(inputs, packed_documents(batches[i], precision_.device));
       at::Tensor loss = loss_.sum(out.hidden, labels) / valid_tokens;
       if (out.extra_loss.defined()) loss = loss + out.extra_loss / extra_scale;
       if (step == cfg_.debug.inject_nonfinite_at_step)
@@ -359,6 +361,8 @@ class Trainer {
                 std::optional<double> validation_loss) {
     StepMetrics m;
     m.skipped_steps = skipped_steps_;
+    m.data_loading_s = loader_.wait_seconds() - data_wait_logged_;
+    data_wait_logged_ = loader_.wait_seconds();
     m.validation_loss = validation_loss;
     m.memory_reserved_gib = peak_reserved_memory(precision_.device);
     m.step = step;
@@ -393,6 +397,7 @@ class Trainer {
   StepProfiler profiler_;
   StopRequest stop_;
   int64_t skipped_steps_ = 0;
+  double data_wait_logged_ = 0;  // the loader's wait up to the last logged step
   int64_t micro_batches_ = 1;
   std::vector<at::Tensor> params_;
   std::optional<double> peak_flops_;

@@ -3,6 +3,7 @@
 #include <ATen/core/grad_mode.h>
 
 #include "titan/common/error.h"
+#include "titan/train/loader_options.h"
 
 namespace titan::train {
 
@@ -11,9 +12,12 @@ Validator::Validator(const config::TrainerConfig& cfg,
                      int64_t dp_size, int64_t dp_rank)
     : cfg_(cfg), dp_size_(dp_size), dp_rank_(dp_rank) {
   if (!cfg.validator.enable) return;
-  loader_.emplace(std::move(tokenizer), cfg.validator.dataset_path, cfg.training.local_batch_size,
-                  cfg.training.seq_len, eos_id, /*dp_rank=*/0, /*dp_world=*/1,
-                  cfg.training.dataset_text_field);
+  // Packed as training packs (document masking included), in file order, and without a
+  // prefetch thread: every run seeks back to the start.
+  data::LoaderOptions options = loader_options(cfg, eos_id);
+  options.shuffle_seed.reset();
+  options.prefetch = 0;
+  loader_.emplace(std::move(tokenizer), cfg.validator.dataset_path, options);
   start_ = loader_->state();
   if (cfg.validator.steps > 0) {
     global_batches_ = cfg.validator.steps;

@@ -15,7 +15,7 @@ at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps);
 RotatedQueryKey rope(const at::Tensor& q, const at::Tensor& k, const at::Tensor& cos,
                      const at::Tensor& sin);
 at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale,
-                     int64_t past);
+                     int64_t past, const at::Tensor& document_ids);
 at::Tensor swiglu(const at::Tensor& x, const at::Tensor& gate_proj, const at::Tensor& up_proj,
                   const at::Tensor& down_proj);
 Routing moe_router(const at::Tensor& x, const at::Tensor& router_weight, int64_t top_k,

@@ -9,7 +9,7 @@ void register_reference_kernels(KernelRegistry& registry) {
   };
   add(RmsNormFn{&rms_norm}, "ATen ops, float32 statistics (Hugging Face's Qwen3RMSNorm)");
   add(RopeFn{&rope}, "ATen ops, half-split rotation");
-  add(AttentionFn{&attention}, "at::scaled_dot_product_attention, causal, GQA");
+  add(AttentionFn{&attention}, "at::scaled_dot_product_attention, causal or block-causal, GQA");
   add(SwigluFn{&swiglu}, "three at::linear and silu");
   add(MoeRouterFn{&moe_router}, "float32 softmax, top-k");
   add(MoeExpertsFn{&moe_experts}, "sort by expert, two at::_grouped_mm, weighted sum");

@@ -104,9 +104,11 @@ void Qwen3Block::visit_buffers(const ParameterVisitor& f) {
   if (expert_bias_.defined()) f(prefix_ + "mlp.expert_bias", expert_bias_);
 }
 
-Qwen3BlockOutput Qwen3Block::forward(const at::Tensor& h, const RopeTables& rope) {
-  const Tensors out = run_wrapped(
-      {h}, [this, rope](const Tensors& in) { return compute(in[0], rope, nullptr, nullptr); });
+Qwen3BlockOutput Qwen3Block::forward(const at::Tensor& h, const RopeTables& rope,
+                                     const at::Tensor& document_ids) {
+  const Tensors out = run_wrapped({h}, [this, rope, document_ids](const Tensors& in) {
+    return compute(in[0], rope, document_ids, nullptr, nullptr);
+  });
   Qwen3BlockOutput result;
   result.hidden = out[0];
   if (sparse_) {
@@ -119,7 +121,7 @@ Qwen3BlockOutput Qwen3Block::forward(const at::Tensor& h, const RopeTables& rope
 at::Tensor Qwen3Block::forward_cached(const at::Tensor& h, const RopeTables& rope, at::Tensor& keys,
                                       at::Tensor& values) {
   at::NoGradGuard no_grad;
-  return compute(h, rope, &keys, &values)[0];
+  return compute(h, rope, /*document_ids=*/{}, &keys, &values)[0];
 }
 
 at::Tensor Qwen3Block::norm(kernels::RmsNormFn fn, const at::Tensor& x,
@@ -131,7 +133,8 @@ at::Tensor Qwen3Block::norm(kernels::RmsNormFn fn, const at::Tensor& x,
       {weight})[0];
 }
 
-at::Tensor Qwen3Block::attention(const at::Tensor& x, const RopeTables& rope, at::Tensor* keys,
+at::Tensor Qwen3Block::attention(const at::Tensor& x, const RopeTables& rope,
+                                 const at::Tensor& document_ids, at::Tensor* keys,
                                  at::Tensor* values) const {
   const auto dt = x.scalar_type();
   const int64_t B = x.size(0), S = x.size(1), d = head_dim_;
@@ -162,14 +165,16 @@ at::Tensor Qwen3Block::attention(const at::Tensor& x, const RopeTables& rope, at
     *values = v;
   }
   const double scale = 1.0 / std::sqrt(static_cast<double>(d));
-  const at::Tensor o = kernels_.attention(q, k, v, scale, past).transpose(1, 2).reshape({B, S, -1});
+  const at::Tensor o =
+      kernels_.attention(q, k, v, scale, past, document_ids).transpose(1, 2).reshape({B, S, -1});
   return at::linear(o, o_proj_.to(dt), cast(o_bias_, dt));
 }
 
-Tensors Qwen3Block::compute(const at::Tensor& h, const RopeTables& rope, at::Tensor* keys,
+Tensors Qwen3Block::compute(const at::Tensor& h, const RopeTables& rope,
+                            const at::Tensor& document_ids, at::Tensor* keys,
                             at::Tensor* values) const {
-  const at::Tensor y =
-      h + attention(norm(kernels_.attention_norm, h, input_norm_), rope, keys, values);
+  const at::Tensor y = h + attention(norm(kernels_.attention_norm, h, input_norm_), rope,
+                                     document_ids, keys, values);
   const at::Tensor x = norm(kernels_.ffn_norm, y, post_norm_);
   if (!sparse_) return {y + kernels_.feed_forward(x, gate_proj_, up_proj_, down_proj_)};
   const at::Tensor flat = x.reshape({-1, x.size(-1)});

@@ -42,8 +42,11 @@ class Qwen3Block : public Module {
   Qwen3Block(const Qwen3Args& args, int64_t index, bool with_expert_bias,
              const at::TensorOptions& options, kernels::OverrideResolver& overrides);
 
-  // Training / evaluation forward of h [B, S, H] (through the wrappers).
-  Qwen3BlockOutput forward(const at::Tensor& h, const RopeTables& rope);
+  // Training / evaluation forward of h [B, S, H] (through the wrappers). `rope` holds cos/sin
+  // [S, d], or [B, 1, S, d] for packed documents, whose `document_ids` [B, S] (undefined for
+  // plain causal rows) make attention block-causal.
+  Qwen3BlockOutput forward(const at::Tensor& h, const RopeTables& rope,
+                           const at::Tensor& document_ids = {});
   // Decoding: h holds the new tokens, `keys`/`values` this layer's cache (undefined when
   // empty), extended in place. No wrappers, no autograd.
   at::Tensor forward_cached(const at::Tensor& h, const RopeTables& rope, at::Tensor& keys,
@@ -70,11 +73,11 @@ class Qwen3Block : public Module {
 
   // The block's computation: {hidden} for dense layers, {hidden, router logits, counts} for
   // sparse ones. With `keys` set, the new tokens follow the cache's (decoding).
-  Tensors compute(const at::Tensor& h, const RopeTables& rope, at::Tensor* keys,
-                  at::Tensor* values) const;
+  Tensors compute(const at::Tensor& h, const RopeTables& rope, const at::Tensor& document_ids,
+                  at::Tensor* keys, at::Tensor* values) const;
   at::Tensor norm(kernels::RmsNormFn fn, const at::Tensor& x, const at::Tensor& weight) const;
-  at::Tensor attention(const at::Tensor& x, const RopeTables& rope, at::Tensor* keys,
-                       at::Tensor* values) const;
+  at::Tensor attention(const at::Tensor& x, const RopeTables& rope, const at::Tensor& document_ids,
+                       at::Tensor* keys, at::Tensor* values) const;
 
   std::string prefix_;  // "model.layers.N."
   bool sparse_ = false;

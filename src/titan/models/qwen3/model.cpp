@@ -172,14 +172,39 @@ ModelOutput Qwen3Model::forward(const at::Tensor& input_ids) {
   TITAN_CHECK(input_ids.dim() == 2, "input ids must be [batch, seq], got ", input_ids.sizes());
   const at::Device device = embedding_->weight().device();
   const at::Tensor ids = input_ids.to(device, at::kLong);
-  const RopeTables rope = rope_for(ids.size(1), device);
+  return run(ids, rope_for(ids.size(1), device), /*document_ids=*/{});
+}
+
+ModelOutput Qwen3Model::forward_packed(const at::Tensor& input_ids,
+                                       const PackedDocuments& documents) {
+  if (!documents.document_ids.defined()) return forward(input_ids);
+  TITAN_CHECK(input_ids.dim() == 2, "input ids must be [batch, seq], got ", input_ids.sizes());
+  TITAN_CHECK(documents.positions.sizes() == input_ids.sizes() &&
+                  documents.document_ids.sizes() == input_ids.sizes(),
+              "positions and document ids must be shaped like the input ids ", input_ids.sizes(),
+              ", got ", documents.positions.sizes(), " and ", documents.document_ids.sizes());
+  const at::Device device = embedding_->weight().device();
+  const at::Tensor ids = input_ids.to(device, at::kLong);
+  const int64_t B = ids.size(0), S = ids.size(1);
+  // Each row's own positions: rows of the [S, d] tables (positions never exceed S - 1), the
+  // values Hugging Face computes for those position ids.
+  const RopeTables& table = rope_for(S, device);
+  const at::Tensor positions = documents.positions.to(device, at::kLong).flatten();
+  RopeTables rope;
+  rope.cos = table.cos.index_select(0, positions).view({B, 1, S, -1});
+  rope.sin = table.sin.index_select(0, positions).view({B, 1, S, -1});
+  return run(ids, rope, documents.document_ids.to(device, at::kLong));
+}
+
+ModelOutput Qwen3Model::run(const at::Tensor& ids, const RopeTables& rope,
+                            const at::Tensor& document_ids) {
   at::Tensor h = embedding_->forward(ids, compute_dtype_);
   const bool aux_loss = options_.balancing == MoeBalancing::kAuxLoss;
   // Routing statistics count training forwards only (not evaluation under no_grad).
   const bool count_load = at::GradMode::is_enabled();
   std::vector<at::Tensor> router_logits;
   for (auto& block : blocks_) {
-    Qwen3BlockOutput out = block->forward(h, rope);
+    Qwen3BlockOutput out = block->forward(h, rope, document_ids);
     h = out.hidden;
     if (!block->sparse()) continue;
     if (aux_loss) router_logits.push_back(out.router_logits);

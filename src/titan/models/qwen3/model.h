@@ -72,6 +72,8 @@ class Qwen3Model : public Model, public IncrementalDecoder {
   Qwen3Model(const Qwen3Args& args, const Qwen3Options& options, const BuildOptions& build);
 
   ModelOutput forward(const at::Tensor& input_ids) override;
+  ModelOutput forward_packed(const at::Tensor& input_ids,
+                             const PackedDocuments& documents) override;
   at::Tensor output_weight() override;
   NamedTensors named_parameters() override;
   NamedTensors named_buffers() override;
@@ -89,6 +91,7 @@ class Qwen3Model : public Model, public IncrementalDecoder {
  private:
   void initialise(uint64_t seed);
   const RopeTables& rope_for(int64_t seq_len, at::Device device);
+  ModelOutput run(const at::Tensor& ids, const RopeTables& rope, const at::Tensor& document_ids);
 
   Qwen3Args args_;
   Qwen3Options options_;

@@ -1,0 +1,27 @@
+#include "titan/train/loader_options.h"
+
+namespace titan::train {
+
+data::LoaderOptions loader_options(const config::TrainerConfig& cfg, int32_t eos_id) {
+  const config::TrainingConfig& t = cfg.training;
+  data::LoaderOptions o;
+  o.local_batch_size = t.local_batch_size;
+  o.seq_len = t.seq_len;
+  o.eos_id = eos_id;
+  o.text_field = t.dataset_text_field;
+  o.document_masking = t.document_masking;
+  if (t.shuffle) o.shuffle_seed = static_cast<uint64_t>(t.seed);
+  o.prefetch = t.prefetch_batches;
+  return o;
+}
+
+models::PackedDocuments packed_documents(const data::Batch& batch, at::Device device) {
+  models::PackedDocuments d;
+  if (batch.document_ids.defined()) {
+    d.positions = batch.positions.to(device);
+    d.document_ids = batch.document_ids.to(device);
+  }
+  return d;
+}
+
+}  // namespace titan::train

@@ -18,6 +18,7 @@ int run_generate(const Args& args);
 int run_convert(const Args& args);
 int run_tokenize(const Args& args);
 int run_encode(const Args& args);
+int run_render_chat(const Args& args);
 int run_decode(const Args& args);
 int run_plot(const Args& args);
 

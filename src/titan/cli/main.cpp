@@ -25,6 +25,7 @@ const Subcommand kSubcommands[] = {
     {"convert", titan::cli::run_convert, "training checkpoint <-> Hugging Face directory"},
     {"tokenize", titan::cli::run_tokenize, "corpus -> token shards"},
     {"encode", titan::cli::run_encode, "text on stdin -> token ids (JSON)"},
+    {"render-chat", titan::cli::run_render_chat, "chat records -> SFT text, ids, trained ids"},
     {"decode", titan::cli::run_decode, "token ids (JSON) on stdin -> text"},
     {"plot", titan::cli::run_plot, "a run's metrics.jsonl -> PNG (loss, lr, tokens/s, memory)"},
 };

@@ -87,6 +87,9 @@ struct TrainingConfig {
   bool document_masking = false;
   // Visit the documents in a new order every epoch, drawn from `seed` (false: file order).
   bool shuffle = false;
+  // Supervised fine-tuning: dataset records are conversations ({"messages": [...], "tools"}),
+  // rendered with the chat template of model.hf_assets_path; only assistant turns are trained.
+  bool sft = false;
   // Batches a background thread reads, tokenizes and packs ahead of the step (0: none).
   int64_t prefetch_batches = 2;
   int64_t seed = 0;
@@ -112,6 +115,7 @@ struct TrainingConfig {
     v("eos_token", eos_token);
     v("document_masking", document_masking);
     v("shuffle", shuffle);
+    v("sft", sft);
     v("prefetch_batches", prefetch_batches);
     v("seed", seed);
     v("deterministic", deterministic);

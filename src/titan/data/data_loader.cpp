@@ -14,9 +14,9 @@ constexpr int64_t kIgnoredLabel = -100;
 
 DataLoader::DataLoader(std::shared_ptr<const Tokenizer> tok, const std::string& dataset_path,
                        const LoaderOptions& options)
-    : stream_(
-          open_token_documents(dataset_path, std::move(tok), options.eos_id, options.text_field),
-          options.dp_rank, options.dp_world, options.shuffle_seed),
+    : stream_(open_token_documents(dataset_path, std::move(tok), options.eos_id, options.text_field,
+                                   options.chat_template),
+              options.dp_rank, options.dp_world, options.shuffle_seed),
       options_(options),
       dataset_path_(dataset_path),
       next_(stream_.position()) {
@@ -47,6 +47,7 @@ DataLoader::~DataLoader() { prefetcher_.reset(); }
 DataLoader::Prepared DataLoader::prepare() {
   const int64_t B = options_.local_batch_size, S = options_.seq_len;
   const bool masking = options_.document_masking;
+  const bool sft = options_.chat_template != nullptr;
   Prepared out;
   Batch& b = out.batch;
   b.inputs = at::empty({B, S}, at::kLong);
@@ -56,13 +57,18 @@ DataLoader::Prepared DataLoader::prepare() {
     b.document_ids = at::empty({B, S}, at::kLong);
   }
   std::vector<int64_t> window(S + 1);
-  std::vector<uint8_t> starts(S + 1);
+  std::vector<uint8_t> starts(S + 1), trainable(S + 1);
   for (int64_t row = 0; row < B; ++row) {
-    stream_.read(S + 1, window.data(), masking ? starts.data() : nullptr);
+    stream_.read(S + 1, window.data(), masking ? starts.data() : nullptr,
+                 sft ? trainable.data() : nullptr);
     int64_t* inputs = b.inputs.data_ptr<int64_t>() + row * S;
     int64_t* labels = b.labels.data_ptr<int64_t>() + row * S;
     std::copy_n(window.begin(), S, inputs);
     std::copy_n(window.begin() + 1, S, labels);
+    if (sft) {
+      for (int64_t i = 0; i < S; ++i)
+        if (!trainable[i + 1]) labels[i] = kIgnoredLabel;
+    }
     if (!masking) continue;
     int64_t* positions = b.positions.data_ptr<int64_t>() + row * S;
     int64_t* documents = b.document_ids.data_ptr<int64_t>() + row * S;

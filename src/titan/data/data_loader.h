@@ -10,6 +10,9 @@
 // document is ignored (-100), as Hugging Face's DataCollatorWithFlattening does, so a packed
 // row's loss is the sum of its documents' losses.
 //
+// For SFT, the labels of tokens that are not targets (prompts, see chat_documents.h) are
+// ignored (-100) too.
+//
 // With prefetch > 0 a background thread reads, tokenizes and packs up to that many batches
 // ahead (prefetcher.h); the batches and the states are the same as without it.
 #pragma once
@@ -45,6 +48,9 @@ struct LoaderOptions {
   bool document_masking = false;
   // Documents in a new random order every epoch, drawn from this seed (training.shuffle).
   std::optional<uint64_t> shuffle_seed;
+  // SFT (training.sft): records are conversations rendered with this template, and only the
+  // assistant turns are targets (chat_documents.h).
+  std::shared_ptr<const ChatTemplate> chat_template;
   // Batches a background thread prepares ahead (0: none, batches made on the caller's thread).
   int64_t prefetch = 0;
 };

@@ -118,11 +118,33 @@ MultiFileSource::MultiFileSource(std::string description,
   for (const auto& f : files_) starts_.push_back(starts_.back() + f->size());
 }
 
-std::string MultiFileSource::text(int64_t index) {
+nlohmann::ordered_json DocumentSource::record(int64_t index) {
+  fail_read("dataset file ", location(index),
+            " holds plain text, not records; SFT (training.sft) reads .jsonl records with "
+            "\"messages\"");
+}
+
+std::string DocumentSource::location(int64_t) const { return path_; }
+
+size_t MultiFileSource::file_of(int64_t index) const {
   // The last file whose first document is at or before `index` (files may hold no document).
   const auto it = std::upper_bound(starts_.begin(), starts_.end() - 1, index);
-  const size_t file = static_cast<size_t>(it - starts_.begin()) - 1;
+  return static_cast<size_t>(it - starts_.begin()) - 1;
+}
+
+std::string MultiFileSource::text(int64_t index) {
+  const size_t file = file_of(index);
   return files_[file]->text(index - starts_[file]);
+}
+
+nlohmann::ordered_json MultiFileSource::record(int64_t index) {
+  const size_t file = file_of(index);
+  return files_[file]->record(index - starts_[file]);
+}
+
+std::string MultiFileSource::location(int64_t index) const {
+  const size_t file = file_of(index);
+  return files_[file]->location(index - starts_[file]);
 }
 
 JsonlSource::JsonlSource(const std::string& path, std::string text_field)
@@ -159,16 +181,27 @@ std::string JsonlSource::raw_line(const Line& line) {
   return raw;
 }
 
-std::string JsonlSource::text(int64_t index) {
+std::string JsonlSource::location(int64_t index) const {
+  return path_ + ":" + std::to_string(lines_.at(static_cast<size_t>(index)).number);
+}
+
+nlohmann::ordered_json JsonlSource::record(int64_t index) {
   const Line& line = lines_.at(static_cast<size_t>(index));
   const std::string raw = raw_line(line);
-  nlohmann::json j;
+  nlohmann::ordered_json j;
   try {
-    j = nlohmann::json::parse(raw);
+    j = nlohmann::ordered_json::parse(raw);
   } catch (const nlohmann::json::exception& e) {
     fail_read("dataset file ", path_, ":", line.number, ": invalid JSON: ", e.what());
   }
-  if (!j.is_object() || !j.contains(text_field_) || !j[text_field_].is_string()) {
+  if (!j.is_object()) fail_read("dataset file ", path_, ":", line.number, ": not a JSON object");
+  return j;
+}
+
+std::string JsonlSource::text(int64_t index) {
+  const Line& line = lines_.at(static_cast<size_t>(index));
+  nlohmann::ordered_json j = record(index);
+  if (!j.contains(text_field_) || !j[text_field_].is_string()) {
     fail_read("dataset file ", path_, ":", line.number,
               ": expected an object with a string field \"", text_field_,
               "\" (training.dataset_text_field)");

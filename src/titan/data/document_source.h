@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "titan/common/error.h"
 
 namespace titan::data {
@@ -48,6 +50,12 @@ class DocumentSource {
   // Text of document `index` (0 <= index < size()); throws DataReadError. Not thread-safe
   // (reads through one stream).
   virtual std::string text(int64_t index) = 0;
+  // The whole record of document `index` (a JSON object in its own key order: SFT reads its
+  // "messages"); throws
+  // DataReadError. Only record files (.jsonl) have them.
+  virtual nlohmann::ordered_json record(int64_t index);
+  // Where document `index` is, for messages: "file:line" for a jsonl record, else the path.
+  virtual std::string location(int64_t index) const;
   const std::string& path() const { return path_; }
 
  protected:
@@ -64,6 +72,8 @@ class JsonlSource : public DocumentSource {
   JsonlSource(const std::string& path, std::string text_field);
   int64_t size() const override { return static_cast<int64_t>(lines_.size()); }
   std::string text(int64_t index) override;
+  nlohmann::ordered_json record(int64_t index) override;
+  std::string location(int64_t index) const override;
 
   struct Line {
     uint64_t offset, length, number;
@@ -85,8 +95,11 @@ class MultiFileSource : public DocumentSource {
   MultiFileSource(std::string description, std::vector<std::unique_ptr<DocumentSource>> files);
   int64_t size() const override { return starts_.back(); }
   std::string text(int64_t index) override;
+  nlohmann::ordered_json record(int64_t index) override;
+  std::string location(int64_t index) const override;
 
  private:
+  size_t file_of(int64_t index) const;
   std::vector<std::unique_ptr<DocumentSource>> files_;
   std::vector<int64_t> starts_;  // starts_[i]: index of file i's first document; back(): total
 };

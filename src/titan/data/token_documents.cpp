@@ -7,9 +7,17 @@
 
 #include "titan/common/error.h"
 #include "titan/common/file_util.h"
+#include "titan/data/chat_documents.h"
 #include "titan/data/token_shard_format.h"
 
 namespace titan::data {
+
+void TokenDocuments::read_masked(int64_t index, std::vector<int32_t>& out,
+                                 std::vector<uint8_t>& trainable) {
+  read(index, out);
+  trainable.assign(out.size(), 1);
+}
+
 namespace {
 
 class TokenizedDocuments : public TokenDocuments {
@@ -122,10 +130,15 @@ bool names_token_shards(const std::string& path) {
   return path.ends_with(".json") || path.ends_with(".bin");
 }
 
-std::unique_ptr<TokenDocuments> open_token_documents(const std::string& path,
-                                                     std::shared_ptr<const Tokenizer> tokenizer,
-                                                     int32_t eos_id,
-                                                     const std::string& text_field) {
+std::unique_ptr<TokenDocuments> open_token_documents(
+    const std::string& path, std::shared_ptr<const Tokenizer> tokenizer, int32_t eos_id,
+    const std::string& text_field, std::shared_ptr<const ChatTemplate> chat_template) {
+  if (chat_template) {
+    TITAN_CHECK(!names_token_shards(path), "dataset ", path,
+                ": SFT (training.sft) reads conversations from .jsonl records, not token shards");
+    return std::make_unique<ChatDocuments>(DocumentSource::open(path, text_field),
+                                           std::move(tokenizer), std::move(chat_template), eos_id);
+  }
   if (!names_token_shards(path)) {
     return std::make_unique<TokenizedDocuments>(DocumentSource::open(path, text_field),
                                                 std::move(tokenizer), eos_id);

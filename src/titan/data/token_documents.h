@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "titan/data/chat_template.h"
 #include "titan/data/document_source.h"
 #include "titan/data/tokenizer/tokenizer.h"
 
@@ -24,16 +25,21 @@ class TokenDocuments {
   // Replaces `out` with document `index`'s ids and its eos; throws DataReadError. Not
   // thread-safe.
   virtual void read(int64_t index, std::vector<int32_t>& out) = 0;
+  // The same, and `trainable` with one flag per id: 0 for ids the loss must not learn to
+  // predict (an SFT conversation's prompt). Every id is trainable unless a kind says otherwise.
+  virtual void read_masked(int64_t index, std::vector<int32_t>& out,
+                           std::vector<uint8_t>& trainable);
   // The dataset, for messages.
   virtual const std::string& path() const = 0;
 };
 
 // Opens `path` as token shards when it names them (see above), otherwise as text documents
-// tokenized by `tokenizer`. Shards must use `eos_id` and ids below the tokenizer's vocabulary.
-std::unique_ptr<TokenDocuments> open_token_documents(const std::string& path,
-                                                     std::shared_ptr<const Tokenizer> tokenizer,
-                                                     int32_t eos_id,
-                                                     const std::string& text_field = "text");
+// tokenized by `tokenizer`; with `chat_template` (SFT), as chat conversations (chat_documents.h).
+// Shards must use `eos_id` and ids below the tokenizer's vocabulary.
+std::unique_ptr<TokenDocuments> open_token_documents(
+    const std::string& path, std::shared_ptr<const Tokenizer> tokenizer, int32_t eos_id,
+    const std::string& text_field = "text",
+    std::shared_ptr<const ChatTemplate> chat_template = nullptr);
 
 // True when `path` names token shards rather than text.
 bool names_token_shards(const std::string& path);

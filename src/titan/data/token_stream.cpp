@@ -67,7 +67,7 @@ int64_t TokenStream::source_index(int64_t epoch, int64_t document) {
 }
 
 void TokenStream::load_document(int64_t epoch, int64_t document) {
-  documents_->read(source_index(epoch, document), tokens_);
+  documents_->read_masked(source_index(epoch, document), tokens_, trainable_);
 }
 
 void TokenStream::next_document() {
@@ -81,7 +81,7 @@ void TokenStream::next_document() {
   position_ = {epoch, next, 0};
 }
 
-void TokenStream::read(int64_t n, int64_t* out, uint8_t* starts) {
+void TokenStream::read(int64_t n, int64_t* out, uint8_t* starts, uint8_t* trainable) {
   while (n > 0) {
     if (position_.offset == static_cast<int64_t>(tokens_.size())) next_document();
     const int64_t take =
@@ -91,6 +91,10 @@ void TokenStream::read(int64_t n, int64_t* out, uint8_t* starts) {
       std::fill_n(starts, take, uint8_t{0});
       if (position_.offset == 0) starts[0] = 1;
       starts += take;
+    }
+    if (trainable != nullptr) {
+      std::copy_n(trainable_.begin() + position_.offset, take, trainable);
+      trainable += take;
     }
     out += take;
     n -= take;

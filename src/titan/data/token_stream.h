@@ -34,8 +34,9 @@ class TokenStream {
               std::optional<uint64_t> shuffle_seed = std::nullopt);
 
   // Writes the next n tokens to out; with `starts` set, starts[i] = 1 where out[i] is the first
-  // token of a document and 0 elsewhere.
-  void read(int64_t n, int64_t* out, uint8_t* starts = nullptr);
+  // token of a document and 0 elsewhere; with `trainable` set, the documents' flags of which
+  // tokens are targets (TokenDocuments::read_masked).
+  void read(int64_t n, int64_t* out, uint8_t* starts = nullptr, uint8_t* trainable = nullptr);
 
   StreamPosition position() const { return position_; }
   // Throws titan::Error when `p` does not fit this source and rank.
@@ -54,7 +55,8 @@ class TokenStream {
   int64_t order_epoch_ = -1;    // the epoch order_ belongs to
   std::vector<int64_t> order_;  // the shuffled order of that epoch
   StreamPosition position_;
-  std::vector<int32_t> tokens_;  // the current document's ids and eos
+  std::vector<int32_t> tokens_;     // the current document's ids and eos
+  std::vector<uint8_t> trainable_;  // and their flags
 };
 
 }  // namespace titan::data

@@ -1,55 +1,22 @@
 #include "titan/models/transformers_backend.h"
 
-#include <dlfcn.h>
-#include <unistd.h>
-
-#include <cstdlib>
-#include <filesystem>
 #include <mutex>
 
 #include "titan/common/error.h"
-
-namespace fs = std::filesystem;
+#include "titan/common/python_library.h"
 
 namespace titan::models {
 namespace {
 
-// <dir of the titan executable>/../lib/libtitan_transformers.so, or $TITAN_TRANSFORMERS_BACKEND.
-std::string library_path() {
-  const char* env = std::getenv("TITAN_TRANSFORMERS_BACKEND");
-  if (env != nullptr && *env != '\0') return env;
-  std::error_code ec;
-  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  return (exe.parent_path().parent_path() / "lib" / "libtitan_transformers.so").string();
-}
-
 const ModelSpec& backend() {
   static const ModelSpec* spec = nullptr;
-  static std::string error;
-  static std::once_flag loaded;
-  std::call_once(loaded, [] {
-    const std::string path = library_path();
-    if (!fs::exists(path)) {
-      error = "the Transformers backend library " + path + " does not exist: this build has " +
-              "none (it needs the Python development files of the build's Python)";
-      return;
-    }
-    // Global: the Python extension modules it imports need libpython's symbols.
-    void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL);
-    if (handle == nullptr) {
-      const char* why = dlerror();
-      error = "cannot load the Transformers backend " + path + ": " + (why ? why : "dlopen failed");
-      return;
-    }
-    auto entry =
-        reinterpret_cast<const ModelSpec* (*)()>(dlsym(handle, "titan_transformers_model_spec"));
-    if (entry == nullptr) {
-      error = path + " is not titan's Transformers backend (no titan_transformers_model_spec)";
-      return;
-    }
+  static std::once_flag resolved;
+  std::call_once(resolved, [] {
+    auto entry = reinterpret_cast<const ModelSpec* (*)()>(
+        python_library_symbol("titan_transformers_model_spec", "the Transformers backend"));
     spec = entry();  // the library stays loaded for the life of the process
   });
-  TITAN_CHECK(spec != nullptr, error);
+  TITAN_CHECK(spec != nullptr, "the Transformers backend could not be loaded");
   return *spec;
 }
 

@@ -1,5 +1,7 @@
 #include "titan/train/loader_options.h"
 
+#include "titan/data/chat_template.h"
+
 namespace titan::train {
 
 data::LoaderOptions loader_options(const config::TrainerConfig& cfg, int32_t eos_id) {
@@ -12,6 +14,7 @@ data::LoaderOptions loader_options(const config::TrainerConfig& cfg, int32_t eos
   o.document_masking = t.document_masking;
   if (t.shuffle) o.shuffle_seed = static_cast<uint64_t>(t.seed);
   o.prefetch = t.prefetch_batches;
+  if (t.sft) o.chat_template = data::load_chat_template(cfg.model.hf_assets_path);
   return o;
 }
 

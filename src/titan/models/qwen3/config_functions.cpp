@@ -166,6 +166,35 @@ TrainerConfig titan_kernels_qwen3_debugmodel() {
   return c;
 }
 
+// SFT: chat records (training.dataset_path, {"messages": [...]}) rendered with the model's chat
+// template, only the assistant turns trained, conversations packed back to back with document
+// masking so that none sees another.
+void use_sft(TrainerConfig& c) {
+  c.training.sft = true;
+  c.training.document_masking = true;
+  c.training.shuffle = true;
+  c.training.dataset = "chat";
+  c.training.dataset_path = "assets/sft/chat.jsonl";
+}
+
+// Qwen3-0.6B instruction-tuned from its published checkpoint.
+TrainerConfig sft_0_6b() {
+  TrainerConfig c = finetune("0.6B", "qwen3_0_6b_sft", 4, "selective");
+  c.job.description = "Qwen3-0.6B SFT on chat records";
+  use_sft(c);
+  c.training.seq_len = 2048;
+  c.training.steps = 500;
+  return c;
+}
+
+// The debug model on chat records with the real tokenizer (and its chat template); 2 CPU cores.
+TrainerConfig sft_debugmodel() {
+  TrainerConfig c = debug_model("debugmodel", "qwen3_debugmodel_sft");
+  c.job.description = "Qwen3 debug model SFT on chat records";
+  use_sft(c);
+  return c;
+}
+
 struct Size {
   const char* config;  // config-function suffix
   const char* flavor;
@@ -205,6 +234,12 @@ void register_qwen3_configs(config::ConfigRegistry& registry) {
                "over every rank");
   registry.add("qwen3", "titan_kernels_qwen3_debugmodel", titan_kernels_qwen3_debugmodel,
                "the MoE debug model with the fused kernels; 2 CPU cores");
+  registry.add("qwen3", "qwen3_0_6b_sft", sft_0_6b,
+               "SFT of Qwen/Qwen3-0.6B (assets/hf/Qwen3-0.6B) on chat records "
+               "(training.dataset_path, {\"messages\": [...]}), assistant turns only, document "
+               "masking");
+  registry.add("qwen3", "qwen3_debugmodel_sft", sft_debugmodel,
+               "the debug model on chat records: SFT, assistant turns only, document masking");
   registry.add("qwen3", "qwen3_debugmodel_default_job", default_job,
                "the `make train` job: debugmodel on assets/corpus/python_stdlib.jsonl, HF export");
   for (const Size& size : kSizes) {

@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <type_traits>
 
 #include "titan/common/error.h"
 #include "titan/config/config_fields.h"
@@ -79,8 +80,33 @@ struct FieldReader {
     return true;
   }
 
+  // Dataset paths also take an array of the entries of a dataset list ("a.jsonl:0.7", ...),
+  // joined with ',' into the one string they stand for (data/dataset_list.h): the field stays
+  // a string, prints as one and reads back the same.
+  bool takes_dataset_list() const {
+    return key == "training.dataset_path" || key == "validator.dataset_path";
+  }
+  void read_dataset_list(const toml::array& array, std::string& out) const {
+    if (array.empty()) fail(where, ": ", key, ": the dataset list is empty");
+    std::string joined;
+    for (size_t i = 0; i < array.size(); ++i) {
+      const std::string item_key = key + "[" + std::to_string(i) + "]";
+      std::string entry;
+      if (!read_scalar(array[i], entry)) wrong_type("a string", array[i], item_key);
+      if (entry.find(',') != std::string::npos) {
+        fail(where, ": ", item_key, ": ", format_toml_value(entry),
+             " holds a ',', which separates the entries of a dataset list");
+      }
+      joined += (i ? "," : "") + entry;
+    }
+    out = std::move(joined);
+  }
+
   template <class T>
   void operator()(T& out) const {
+    if constexpr (std::is_same_v<T, std::string>) {
+      if (node.is_array() && takes_dataset_list()) return read_dataset_list(*node.as_array(), out);
+    }
     T value{};
     if (!read_scalar(node, value)) wrong_type(type_description(value), node, key);
     out = std::move(value);

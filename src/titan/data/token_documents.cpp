@@ -8,6 +8,8 @@
 #include "titan/common/error.h"
 #include "titan/common/file_util.h"
 #include "titan/data/chat_documents.h"
+#include "titan/data/dataset_list.h"
+#include "titan/data/mixture_documents.h"
 #include "titan/data/token_shard_format.h"
 
 namespace titan::data {
@@ -130,9 +132,12 @@ bool names_token_shards(const std::string& path) {
   return path.ends_with(".json") || path.ends_with(".bin");
 }
 
-std::unique_ptr<TokenDocuments> open_token_documents(
-    const std::string& path, std::shared_ptr<const Tokenizer> tokenizer, int32_t eos_id,
-    const std::string& text_field, std::shared_ptr<const ChatTemplate> chat_template) {
+namespace {
+
+std::unique_ptr<TokenDocuments> open_single(const std::string& path,
+                                            std::shared_ptr<const Tokenizer> tokenizer,
+                                            int32_t eos_id, const std::string& text_field,
+                                            std::shared_ptr<const ChatTemplate> chat_template) {
   if (chat_template) {
     TITAN_CHECK(!names_token_shards(path), "dataset ", path,
                 ": SFT (training.sft) reads conversations from .jsonl records, not token shards");
@@ -152,6 +157,46 @@ std::unique_ptr<TokenDocuments> open_token_documents(
     files = {path};
   }
   return std::make_unique<ShardDocuments>(path, files, eos_id, tokenizer->vocab_size());
+}
+
+// Each entry opened as a single dataset; an error names the entry and the list.
+std::unique_ptr<TokenDocuments> open_mixture(const std::string& list,
+                                             const std::vector<DatasetEntry>& entries,
+                                             const std::shared_ptr<const Tokenizer>& tokenizer,
+                                             int32_t eos_id, const std::string& text_field,
+                                             const std::shared_ptr<const ChatTemplate>& chat_template) {
+  std::vector<MixtureDocuments::Source> sources;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const DatasetEntry& entry = entries[i];
+    const std::string where = "entry " + std::to_string(i + 1) + " (\"" + entry.text +
+                              "\") of dataset list \"" + list + "\"";
+    std::error_code ec;
+    TITAN_CHECK(is_glob(entry.path) || std::filesystem::exists(entry.path, ec), where, ": ",
+                entry.path, " does not exist");
+    try {
+      sources.push_back(
+          {open_single(entry.path, tokenizer, eos_id, text_field, chat_template), entry.weight});
+      TITAN_CHECK(sources.back().documents->size() > 0, entry.path, " has no documents");
+    } catch (const Error& e) {
+      fail(where, ": ", e.what());
+    }
+  }
+  return std::make_unique<MixtureDocuments>(list, std::move(sources));
+}
+
+}  // namespace
+
+std::unique_ptr<TokenDocuments> open_token_documents(
+    const std::string& path, std::shared_ptr<const Tokenizer> tokenizer, int32_t eos_id,
+    const std::string& text_field, std::shared_ptr<const ChatTemplate> chat_template) {
+  // A path that exists as written is one dataset even when it holds ',' or ':'.
+  std::error_code ec;
+  if (std::filesystem::exists(path, ec))
+    return open_single(path, tokenizer, eos_id, text_field, chat_template);
+  const std::vector<DatasetEntry> entries = parse_dataset_list(path);
+  if (is_single_dataset(entries))
+    return open_single(path, tokenizer, eos_id, text_field, chat_template);
+  return open_mixture(path, entries, tokenizer, eos_id, text_field, chat_template);
 }
 
 }  // namespace titan::data

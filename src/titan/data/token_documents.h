@@ -5,6 +5,8 @@
 //   token shards written by `titan tokenize` (token_shard_format.h), memory-mapped and read
 //           without a tokenizer: training.dataset_path names PREFIX.json, one shard
 //           (PREFIX-00000.bin) or a glob of shards ("data/corpus-*.bin").
+// A list of such paths with weights ("a.jsonl:0.7,shards/b.json:0.3", dataset_list.h) is read
+// as their weighted mixture (mixture_documents.h).
 #pragma once
 
 #include <cstdint>
@@ -35,7 +37,8 @@ class TokenDocuments {
 
 // Opens `path` as token shards when it names them (see above), otherwise as text documents
 // tokenized by `tokenizer`; with `chat_template` (SFT), as chat conversations (chat_documents.h).
-// Shards must use `eos_id` and ids below the tokenizer's vocabulary.
+// Shards must use `eos_id` and ids below the tokenizer's vocabulary. A dataset list opens each
+// entry so and mixes them; an error names the entry.
 std::unique_ptr<TokenDocuments> open_token_documents(
     const std::string& path, std::shared_ptr<const Tokenizer> tokenizer, int32_t eos_id,
     const std::string& text_field = "text",

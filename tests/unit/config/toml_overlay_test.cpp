@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "config_test_util.h"
+#include "titan/config/config_fields.h"
 
 namespace titan::config {
 namespace {
@@ -55,6 +56,37 @@ TEST(TomlOverlay, EmptyArrayClearsAList) {
   TrainerConfig c;
   apply_toml_text(c, "[optimizer]\nbetas = []\n", "job.toml");
   EXPECT_TRUE(c.optimizer.betas.empty());
+}
+
+// A dataset list may be written as an array of its entries: it becomes the one string the
+// command line takes, which prints and reads back unchanged.
+TEST(TomlOverlay, DatasetPathTakesAnArrayOfEntries) {
+  TrainerConfig c;
+  apply_toml_text(c, R"(
+[training]
+dataset_path = ["a.jsonl:0.7", "shards/c.json:0.3"]
+[validator]
+dataset_path = ["held/*.jsonl"]
+)",
+                  "job.toml");
+  EXPECT_EQ(c.training.dataset_path, "a.jsonl:0.7,shards/c.json:0.3");
+  EXPECT_EQ(c.validator.dataset_path, "held/*.jsonl");
+  TrainerConfig reread;
+  apply_toml_text(reread, to_toml(c), "printed.toml");
+  EXPECT_EQ(flatten(reread), flatten(c));
+
+  auto message =
+      error_of([&] { apply_toml_text(c, "[training]\ndataset_path = []\n", "job.toml"); });
+  EXPECT_CONTAINS(message, "training.dataset_path: the dataset list is empty");
+  message =
+      error_of([&] { apply_toml_text(c, "[training]\ndataset_path = [\"a\", 1]\n", "job.toml"); });
+  EXPECT_CONTAINS(message, "training.dataset_path[1]: expected a string, got integer 1");
+  message =
+      error_of([&] { apply_toml_text(c, "[training]\ndataset_path = [\"a,b\"]\n", "job.toml"); });
+  EXPECT_CONTAINS(message, "training.dataset_path[0]: \"a,b\" holds a ','");
+  // Other string fields still take only a string.
+  message = error_of([&] { apply_toml_text(c, "[job]\ndump_folder = [\"x\"]\n", "job.toml"); });
+  EXPECT_CONTAINS(message, "job.dump_folder: expected a string, got an array");
 }
 
 TEST(TomlOverlay, WrongTypeNamesFileLineKeyAndValue) {

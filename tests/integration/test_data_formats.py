@@ -1,6 +1,7 @@
 """Dataset files in compressed jsonl (.jsonl.gz with Python's gzip, .jsonl.zst with the zstd
-tool) give the token stream of the plain jsonl of the same records, a configurable text field
-reads other record layouts, and broken files fail with one error naming the file (and line)."""
+tool), Parquet (written by pyarrow) and Arrow (HF datasets' save_to_disk folders) give the token
+stream of the plain jsonl of the same records, a configurable text field reads other record
+layouts, and broken files fail with one error naming the file (and line or row)."""
 import gzip
 import json
 import shutil
@@ -159,3 +160,154 @@ def test_a_glob_or_folder_with_nothing_to_read_is_an_error(tmp_path, tokenizer_d
     empty.mkdir()
     (empty / "notes.md").write_text("x")
     assert f"dataset folder {empty} has no .jsonl" in error_of(tmp_path, tokenizer_dir, empty)
+
+
+# ---- Parquet and Arrow (HF datasets' save_to_disk) ------------------------------------------
+
+def short_records(records, count=300):
+    """Many short documents (lines of the corpus), so that a few training steps cross several
+    row groups / record batches."""
+    lines = [l for r in records for l in r["text"].splitlines() if l.strip()]
+    return [{"text": l} for l in lines[:count]]
+
+
+def write_parquet(path, texts, column="text", row_group_size=7, large=False, extra=True):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    columns = {}
+    if extra:  # columns before the text one, one of them nested (several Parquet leaf columns)
+        columns["id"] = pa.array(range(len(texts)), pa.int64())
+        columns["meta"] = pa.array([{"n": i, "tag": "t%d" % i} for i in range(len(texts))])
+    columns[column] = pa.array(texts, pa.large_string() if large else pa.string())
+    if extra:
+        columns["score"] = pa.array([0.5] * len(texts))
+    pq.write_table(pa.table(columns), path, row_group_size=row_group_size)
+    return path
+
+
+def save_to_disk(folder, records, num_shards=2):
+    import datasets
+    datasets.Dataset.from_list(records).save_to_disk(str(folder), num_shards=num_shards)
+    return folder
+
+
+def test_parquet_gives_the_plain_token_stream(tmp_path, tokenizer_dir, records):
+    expected = shards(tmp_path, tokenizer_dir, "plain", write_jsonl(tmp_path / "p.jsonl", records))
+    texts = [r["text"] for r in records]
+    pq = write_parquet(tmp_path / "t.parquet", texts)
+    assert shards(tmp_path, tokenizer_dir, "pq", pq) == expected
+    large = write_parquet(tmp_path / "large.parquet", texts, column="body", large=True,
+                          row_group_size=1000)
+    prefix = tmp_path / "body"
+    run_titan("tokenize", "--tokenizer", tokenizer_dir, "--input", large, "--output", prefix,
+              "--text-field", "body")
+    meta = json.loads(prefix.with_suffix(".json").read_text())
+    assert (meta["documents"], b"".join((tmp_path / s["file"]).read_bytes()
+                                        for s in meta["shards"])) == expected
+
+
+def test_saved_dataset_folders_and_arrow_files(tmp_path, tokenizer_dir, records):
+    import pyarrow as pa
+    expected = shards(tmp_path, tokenizer_dir, "plain", write_jsonl(tmp_path / "p.jsonl", records))
+    saved = save_to_disk(tmp_path / "saved", [{"id": i, **r} for i, r in enumerate(records)])
+    arrows = sorted(saved.glob("data-*.arrow"))
+    assert len(arrows) == 2 and (saved / "state.json").exists()
+    assert shards(tmp_path, tokenizer_dir, "saved", saved) == expected
+    # A cache file of a later map() in the folder is not the dataset: state.json says which are.
+    shutil.copy(arrows[0], saved / "cache-0123abcd.arrow")
+    assert shards(tmp_path, tokenizer_dir, "cached", saved) == expected
+    # One .arrow file alone, and the IPC file format (not the stream one) of the same table.
+    half = len(records) // 2
+    first = shards(tmp_path, tokenizer_dir, "first", write_jsonl(tmp_path / "h.jsonl",
+                                                                 records[:half]))
+    assert shards(tmp_path, tokenizer_dir, "one", arrows[0]) == first
+    table = pa.table({"text": [r["text"] for r in records]})
+    ipc_file = tmp_path / "file_format.arrow"
+    with pa.ipc.new_file(str(ipc_file), table.schema) as writer:
+        for batch in table.to_batches(max_chunksize=9):
+            writer.write_batch(batch)
+    assert shards(tmp_path, tokenizer_dir, "ipcfile", ipc_file) == expected
+
+
+def test_a_folder_mixes_parquet_arrow_and_jsonl(tmp_path, tokenizer_dir, records):
+    third = len(records) // 3
+    data = tmp_path / "data"
+    data.mkdir()
+    a = write_jsonl(data / "a.jsonl", records[:third])
+    b = write_parquet(data / "b.parquet", [r["text"] for r in records[third:2 * third]])
+    save_to_disk(data / "c_saved", records[2 * third:])
+    whole = write_jsonl(tmp_path / "whole.jsonl", records)
+    assert shards(tmp_path, tokenizer_dir, "mixed", data) == \
+        shards(tmp_path, tokenizer_dir, "whole", whole)
+    assert shards(tmp_path, tokenizer_dir, "explicit", a, b, data / "c_saved") == \
+        shards(tmp_path, tokenizer_dir, "whole2", whole)
+
+
+def resume_args(dump, corpus, tokenizer_dir, steps, *extra):
+    return ["train", "--module", "qwen3", "--config", "qwen3_debugmodel",
+            "--training.local_batch_size", "2", "--training.seq_len", "32",
+            "--training.steps", str(steps), "--lr_scheduler.total_steps", "4",
+            "--metrics.log_freq", "1", "--job.dump_folder", dump,
+            "--training.dataset_path", corpus, "--model.hf_assets_path", tokenizer_dir, *extra]
+
+
+def test_training_on_parquet_equals_jsonl_and_resumes(tmp_path, tokenizer_dir, records):
+    short = short_records(records)
+    text = tmp_path / "text"
+    run_titan(*resume_args(text, write_jsonl(tmp_path / "s.jsonl", short), tokenizer_dir, 4))
+    expected = {m["step"]: m["loss"] for m in read_metrics(text)}
+    # Row groups of 5 short rows: the resumed run starts inside a row group far from the first.
+    pq = write_parquet(tmp_path / "s.parquet", [r["text"] for r in short], column="content",
+                       row_group_size=5)
+    split = tmp_path / "split"
+    ckpt = ("--checkpoint.enable", "--checkpoint.interval", "2",
+            "--training.dataset_text_field", "content")
+    run_titan(*resume_args(split, pq, tokenizer_dir, 2, *ckpt))
+    proc = run_titan(*resume_args(split, pq, tokenizer_dir, 4, *ckpt))
+    assert "resumed from training checkpoint" in proc.stdout
+    assert {m["step"]: m["loss"] for m in read_metrics(split)} == expected
+
+
+def test_broken_parquet_and_arrow_files_name_the_file(tmp_path, tokenizer_dir, records):
+    texts = [r["text"] for r in records]
+    good = write_parquet(tmp_path / "good.parquet", texts)
+    garbage = tmp_path / "garbage.parquet"
+    garbage.write_bytes(b"this is not parquet\n" * 20)
+    message = error_of(tmp_path, tokenizer_dir, garbage)
+    assert f"dataset file {garbage}: not a valid Parquet file" in message
+    cut = tmp_path / "cut.parquet"
+    cut.write_bytes(good.read_bytes()[: good.stat().st_size // 2])
+    assert f"dataset file {cut}: not a valid Parquet file" in error_of(tmp_path, tokenizer_dir, cut)
+    message = error_of(tmp_path, tokenizer_dir, good, "--training.dataset_text_field", "body")
+    assert f"dataset file {good} has no column \"body\"" in message
+    assert "its columns: id, meta, text, score" in message
+    message = error_of(tmp_path, tokenizer_dir, good, "--training.dataset_text_field", "id")
+    assert f"dataset file {good}: column \"id\" holds int64, not strings" in message
+    garbage_arrow = tmp_path / "garbage.arrow"
+    garbage_arrow.write_bytes(b"\xff" * 64)
+    message = error_of(tmp_path, tokenizer_dir, garbage_arrow)
+    assert f"dataset file {garbage_arrow}: not a valid Arrow IPC file" in message
+    saved = save_to_disk(tmp_path / "saved", records[:10], num_shards=1)
+    message = error_of(tmp_path, tokenizer_dir, saved, "--training.dataset_text_field", "body")
+    assert f"dataset file {saved / 'data-00000-of-00001.arrow'} has no column \"body\"" in message
+
+
+def test_null_text_and_empty_files_name_the_file(tmp_path, tokenizer_dir):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    nulls = tmp_path / "nulls.parquet"
+    pq.write_table(pa.table({"text": ["a b", "c d", None, "e f"]}), nulls, row_group_size=2)
+    message = error_of(tmp_path, tokenizer_dir, nulls)
+    assert f"dataset file {nulls}, row 2 (counting from 0): column \"text\" is null" in message
+    empty = tmp_path / "empty.parquet"
+    pq.write_table(pa.table({"text": pa.array([], pa.string())}), empty)
+    assert f"dataset file {empty} is empty" in error_of(tmp_path, tokenizer_dir, empty)
+    empty_arrow = tmp_path / "empty.arrow"
+    with pa.ipc.new_stream(str(empty_arrow), pa.schema([("text", pa.string())])):
+        pass
+    assert f"dataset file {empty_arrow} is empty" in error_of(tmp_path, tokenizer_dir, empty_arrow)
+    import datasets
+    features = datasets.Features({"text": datasets.Value("string")})
+    none = tmp_path / "none"
+    datasets.Dataset.from_dict({"text": []}, features=features).save_to_disk(str(none))
+    assert f"dataset folder {none} is empty" in error_of(tmp_path, tokenizer_dir, none)

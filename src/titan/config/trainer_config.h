@@ -75,9 +75,9 @@ struct TrainingConfig {
   std::string mixed_precision_reduce = "float32";
   // Dataset name, informational when dataset_path is set.
   std::string dataset = "python_stdlib";
-  // A .jsonl (one {"text": ...} per line) or .txt file.
+  // A dataset file, folder or glob (data/document_source.h: jsonl, Parquet, Arrow, text).
   std::string dataset_path = "assets/corpus/python_stdlib.jsonl";
-  // The field of each jsonl record (.jsonl, .jsonl.gz, .jsonl.zst) that holds its text.
+  // The jsonl field, or the Parquet/Arrow string column, that holds each document's text.
   std::string dataset_text_field = "text";
   // Token placed between packed documents.
   std::string eos_token = "<|endoftext|>";

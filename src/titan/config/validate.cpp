@@ -174,7 +174,8 @@ void validate_config(const TrainerConfig& c, const std::vector<std::string>& mod
   check_at_least("debug.step_delay_ms", c.debug.step_delay_ms, 0);
   check_at_least("profiling.profile_freq", c.profiling.profile_freq, 1);
   TITAN_CHECK(!c.training.dataset_text_field.empty(),
-              "training.dataset_text_field is empty: name the jsonl field that holds the text");
+              "training.dataset_text_field is empty: name the jsonl field (or Parquet/Arrow "
+              "column) that holds the text");
   if (c.validator.enable) {
     check_at_least("validator.freq", c.validator.freq, 1);
     check_range(c.validator.steps == -1 || c.validator.steps >= 1, "validator.steps",

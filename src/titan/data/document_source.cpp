@@ -9,7 +9,9 @@
 #include <nlohmann/json.hpp>
 
 #include "titan/common/error.h"
+#include "titan/data/arrow/arrow_sources.h"
 #include "titan/data/decompress.h"
+#include "titan/data/saved_dataset.h"
 
 namespace titan::data {
 namespace {
@@ -56,13 +58,41 @@ class LineIndexer {
 
 bool is_supported_name(const std::string& name) {
   return name.ends_with(".jsonl") || name.ends_with(".jsonl.gz") || name.ends_with(".jsonl.zst") ||
-         name.ends_with(".txt");
+         name.ends_with(".txt") || name.ends_with(".parquet") || name.ends_with(".arrow");
+}
+
+// The files of a folder, recursively; a saved Dataset's folder (saved_dataset.h) contributes the
+// files its state.json lists and nothing else.
+std::vector<std::string> folder_files(const std::string& path) {
+  if (auto saved = saved_dataset_files(path)) return *saved;
+  std::vector<std::string> files;
+  namespace fs = std::filesystem;
+  for (auto it = fs::recursive_directory_iterator(path); it != fs::recursive_directory_iterator();
+       ++it) {
+    const std::string name = it->path().filename().string();
+    if (it->is_directory() && !name.starts_with(".")) {
+      if (auto saved = saved_dataset_files(it->path().string())) {
+        files.insert(files.end(), saved->begin(), saved->end());
+        it.disable_recursion_pending();
+      }
+    } else if (it->is_regular_file() && !name.starts_with(".") && is_supported_name(name)) {
+      files.push_back(it->path().string());
+    }
+  }
+  TITAN_CHECK(!files.empty(), "dataset folder ", path,
+              " has no .jsonl, .jsonl.gz, .jsonl.zst, .txt, .parquet or .arrow file");
+  // Sorted by path, so the order does not depend on the file system (save_to_disk names its
+  // files data-00000-of-00002.arrow, ..., so their sorted order is state.json's).
+  std::sort(files.begin(), files.end());
+  return files;
 }
 
 std::unique_ptr<DocumentSource> open_file(const std::string& path, const std::string& text_field) {
   check_readable(path);
   if (path.ends_with(".jsonl") || path.ends_with(".jsonl.gz") || path.ends_with(".jsonl.zst"))
     return std::make_unique<JsonlSource>(path, text_field);
+  if (path.ends_with(".parquet")) return open_parquet(path, text_field);
+  if (path.ends_with(".arrow")) return open_arrow(path, text_field);
   if (is_compressed(path))
     fail("dataset file ", path, ": compressed files are read as .jsonl.gz or .jsonl.zst");
   if (path.ends_with(".bin"))
@@ -77,24 +107,14 @@ std::unique_ptr<DocumentSource> open_file(const std::string& path, const std::st
 bool is_glob(const std::string& path) { return path.find_first_of("*?[") != std::string::npos; }
 
 std::vector<std::string> dataset_files(const std::string& path) {
+  if (!is_glob(path)) return folder_files(path);
   std::vector<std::string> files;
-  if (is_glob(path)) {
-    glob_t matches{};
-    const int rc = ::glob(path.c_str(), 0, nullptr, &matches);
-    for (size_t i = 0; rc == 0 && i < matches.gl_pathc; ++i)
-      if (std::filesystem::is_regular_file(matches.gl_pathv[i]))
-        files.push_back(matches.gl_pathv[i]);
-    globfree(&matches);
-    TITAN_CHECK(!files.empty(), "dataset glob ", path, " matches no file");
-  } else {
-    for (const auto& entry : std::filesystem::recursive_directory_iterator(path)) {
-      const std::string name = entry.path().filename().string();
-      if (entry.is_regular_file() && !name.starts_with(".") && is_supported_name(name))
-        files.push_back(entry.path().string());
-    }
-    TITAN_CHECK(!files.empty(), "dataset folder ", path,
-                " has no .jsonl, .jsonl.gz, .jsonl.zst or .txt file");
-  }
+  glob_t matches{};
+  const int rc = ::glob(path.c_str(), 0, nullptr, &matches);
+  for (size_t i = 0; rc == 0 && i < matches.gl_pathc; ++i)
+    if (std::filesystem::is_regular_file(matches.gl_pathv[i])) files.push_back(matches.gl_pathv[i]);
+  globfree(&matches);
+  TITAN_CHECK(!files.empty(), "dataset glob ", path, " matches no file");
   std::sort(files.begin(), files.end());
   return files;
 }

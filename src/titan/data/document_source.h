@@ -1,10 +1,13 @@
 // The documents of one dataset file, by index:
 //   .jsonl, .jsonl.gz, .jsonl.zst  one JSON object per line with a string field (training.
 //           dataset_text_field, default "text"); blank lines are skipped;
+//   .parquet, .arrow  one document per row, the text from the string column of that name
+//           (arrow/arrow_sources.h; needs a titan built with pyarrow present);
 //   .txt    (or any other name) the whole file is one document;
 //   a folder (its supported files, recursively) or a glob ("data/*.jsonl.zst"): every file
-//           matched, in sorted path order, formats mixed freely.
-// A bad line is a DataReadError naming file:line when that document is read.
+//           matched, in sorted path order, formats mixed freely; a folder written by HF datasets'
+//           save_to_disk gives the .arrow files its state.json lists (saved_dataset.h).
+// A bad line or row is a DataReadError naming file:line (file, row) when that document is read.
 #pragma once
 
 #include <cstdint>
@@ -35,8 +38,9 @@ template <class... Parts>
 
 // True when `path` holds glob characters (* ? [).
 bool is_glob(const std::string& path);
-// The files of a folder (recursively, hidden ones and unsupported names skipped) or every regular
-// file a glob matches, sorted; throws titan::Error naming `path` when there is none.
+// The files of a folder (recursively, hidden ones and unsupported names skipped; a save_to_disk
+// folder's listed files) or every regular file a glob matches, sorted; throws titan::Error
+// naming `path` when there is none.
 std::vector<std::string> dataset_files(const std::string& path);
 
 class DocumentSource {

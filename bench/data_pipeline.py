@@ -153,6 +153,37 @@ def loader_wait(args):
               f"| {step:.3f} |")
 
 
+def big_corpus(args, texts):
+    """A corpus of --big-mb MB (the corpus repeated, each copy's documents numbered so that no
+    two are alike) through `titan tokenize` at every core, then 2 training steps on the shards."""
+    work = Path(tempfile.mkdtemp(prefix="titan_big_"))
+    big = work / "big.jsonl"
+    size, copy = 0, 0
+    with open(big, "w", encoding="utf-8") as f:
+        while size < args.big_mb * 1e6:
+            for i, t in enumerate(texts):
+                line = json.dumps({"text": f"# copy {copy} document {i}\n" + t}) + "\n"
+                f.write(line)
+                size += len(line.encode())
+            copy += 1
+    text_mb = sum(len(json.loads(l)["text"].encode()) for l in open(big, encoding="utf-8")) / 1e6
+    start = time.perf_counter()
+    timed([str(args.titan), "tokenize", "--tokenizer", args.tokenizer, "--input", big,
+           "--output", work / "shards" / "big"])
+    seconds = time.perf_counter() - start
+    meta = json.loads((work / "shards" / "big.json").read_text())
+    dump = work / "run"
+    train = timed([str(args.titan), "train", "--module", "qwen3", "--config", "qwen3_debugmodel",
+                   "--training.steps", "2", "--training.dataset_path", work / "shards" / "big.json",
+                   "--model.hf_assets_path", args.tokenizer, "--job.dump_folder", dump])
+    losses = [json.loads(l)["loss"] for l in (dump / "metrics.jsonl").read_text().splitlines()]
+    print(f"\n### titan tokenize of a {size / 1e6:.0f} MB jsonl ({text_mb:.0f} MB of text), "
+          f"{os.cpu_count()} threads\n")
+    print(f"{meta['documents']} documents, {meta['tokens']} tokens in {len(meta['shards'])} "
+          f"shard(s): {seconds:.1f} s whole process, {text_mb / seconds:.2f} MB/s; training on "
+          f"the shards: 2 steps in {train:.1f} s, losses {[round(x, 3) for x in losses]}")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--corpus", default=str(REPO / "assets/corpus/python_stdlib.jsonl"))
@@ -161,6 +192,8 @@ def main():
     parser.add_argument("--repeats", type=int, default=3, help="best of N runs")
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--skip-tokenizer", action="store_true")
+    parser.add_argument("--big-mb", type=float, default=0,
+                        help="also tokenize a corpus of this many MB into shards and train on it")
     args = parser.parse_args()
     texts = [json.loads(line)["text"] for line in
              Path(args.corpus).read_text(encoding="utf-8").splitlines() if line.strip()]
@@ -168,6 +201,8 @@ def main():
     if not args.skip_tokenizer:
         tokenizer_table(args, texts, megabytes)
     loader_wait(args)
+    if args.big_mb > 0:
+        big_corpus(args, texts)
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "../error_of.h"
 #include "test_helpers.h"
 #include "titan/common/error.h"
 #include "titan/data/data_loader.h"
@@ -78,14 +79,7 @@ TEST(DatasetList, ParsesPathsAndWeights) {
   EXPECT_EQ(e[0].weight, 3.0);
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const titan::Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using titan::testing::error_of;
 
 TEST(DatasetList, BadEntriesAreErrorsNamingThem) {
   for (const std::string weight : {"0", "-1", "inf", "nan", "1e999", "-0"}) {

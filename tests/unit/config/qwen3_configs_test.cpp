@@ -46,9 +46,10 @@ TEST(Qwen3Configs, ModelNameIsCheckedAgainstTheModelRegistry) {
 
 TEST(Qwen3Configs, RegistersEveryPromisedFunction) {
   const auto& registry = models::builtin_config_registry();
-  std::vector<std::string> expected = {"qwen3_debugmodel", "qwen3_debugmodel_moe",
-                                       "qwen3_debugmodel_default_job", "titan_kernels_qwen3",
-                                       "titan_kernels_qwen3_debugmodel"};
+  std::vector<std::string> expected = {
+      "qwen3_debugmodel",    "qwen3_debugmodel_moe",           "qwen3_debugmodel_default_job",
+      "titan_kernels_qwen3", "titan_kernels_qwen3_debugmodel", "qwen3_debugmodel_sft",
+      "qwen3_0_6b_sft"};
   for (const auto& size : kSizes) {
     expected.push_back("qwen3_" + size);
     expected.push_back("qwen3_" + size + "_finetune");
@@ -64,6 +65,19 @@ TEST(Qwen3Configs, RegistersEveryPromisedFunction) {
   // Registration runs once however often the accessor is called.
   EXPECT_EQ(&models::builtin_config_registry(), &registry);
   EXPECT_EQ(registry.functions("qwen3").size(), expected.size());
+}
+
+TEST(Qwen3Configs, SftFunctionsTrainChatsWithDocumentMasking) {
+  for (const char* name : {"qwen3_debugmodel_sft", "qwen3_0_6b_sft"}) {
+    SCOPED_TRACE(name);
+    const config::TrainerConfig c = models::builtin_config_registry().make("qwen3", name);
+    EXPECT_TRUE(c.training.sft);
+    EXPECT_TRUE(c.training.document_masking);
+    EXPECT_TRUE(c.training.shuffle);
+  }
+  const config::TrainerConfig c = models::builtin_config_registry().make("qwen3", "qwen3_0_6b_sft");
+  EXPECT_TRUE(c.checkpoint.initial_load_in_hf);  // fine-tunes the published checkpoint
+  EXPECT_EQ(c.model.flavor, "0.6B");
 }
 
 TEST(Qwen3Configs, EachResolvesValidatesAndNamesARealFlavor) {

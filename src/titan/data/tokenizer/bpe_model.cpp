@@ -7,26 +7,6 @@
 
 namespace titan::data {
 
-BpeModel::BpeModel(BpeModel&& o) noexcept
-    : vocab_(std::move(o.vocab_)),
-      id_to_token_(std::move(o.id_to_token_)),
-      has_id_(std::move(o.has_id_)),
-      byte_ids_(o.byte_ids_),
-      merges_(std::move(o.merges_)),
-      ignore_merges_(o.ignore_merges_),
-      cache_(std::move(o.cache_)) {}
-
-BpeModel& BpeModel::operator=(BpeModel&& o) noexcept {
-  vocab_ = std::move(o.vocab_);
-  id_to_token_ = std::move(o.id_to_token_);
-  has_id_ = std::move(o.has_id_);
-  byte_ids_ = o.byte_ids_;
-  merges_ = std::move(o.merges_);
-  ignore_merges_ = o.ignore_merges_;
-  cache_ = std::move(o.cache_);
-  return *this;
-}
-
 BpeModel BpeModel::from_parts(const nlohmann::json& model,
                               std::vector<std::pair<std::string, int64_t>> vocab,
                               const std::vector<std::pair<std::string, std::string>>& merges,
@@ -99,28 +79,20 @@ const BpeModel::MergeInfo* BpeModel::find_merge(int32_t a, int32_t b) const {
   return it == merges_.end() ? nullptr : &it->second;
 }
 
-void BpeModel::encode_word(std::string_view word, BpeScratch& s, std::vector<int32_t>& out) const {
+void BpeModel::encode_word(std::string_view word, BpeScratch& s, WordCache& cache,
+                           std::vector<int32_t>& out) const {
   if (word.size() == 1) {
     out.push_back(byte_ids_[static_cast<uint8_t>(word[0])]);
     return;
   }
-  const bool cacheable = word.size() <= kMaxCachedWord;
-  if (cacheable) {
-    std::lock_guard<std::mutex> lock(cache_mutex_);
-    const auto it = cache_.find(word);
-    if (it != cache_.end()) {
-      out.insert(out.end(), it->second.begin(), it->second.end());
-      return;
-    }
+  const uint64_t h = WordCache::hash(word);
+  if (const auto hit = cache.find(word, h); !hit.empty()) {
+    out.insert(out.end(), hit.begin(), hit.end());
+    return;
   }
   const size_t first = out.size();
   merge_all(word, s, out);
-  if (cacheable) {
-    std::lock_guard<std::mutex> lock(cache_mutex_);
-    if (cache_.size() < kMaxCacheEntries) {
-      cache_.emplace(std::string(word), std::vector<int32_t>(out.begin() + first, out.end()));
-    }
-  }
+  cache.insert(word, h, std::span<const int32_t>(out.data() + first, out.size() - first));
 }
 
 void BpeModel::merge_all(std::string_view word, BpeScratch& s, std::vector<int32_t>& out) const {

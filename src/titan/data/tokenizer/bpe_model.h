@@ -6,7 +6,6 @@
 
 #include <array>
 #include <cstdint>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -14,6 +13,8 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "titan/data/tokenizer/word_cache.h"
 
 namespace titan::data {
 
@@ -40,22 +41,15 @@ class BpeModel {
                              const std::vector<std::pair<std::string, std::string>>& merges,
                              const std::string& file);
 
-  BpeModel() = default;
-  BpeModel(BpeModel&& other) noexcept;
-  BpeModel& operator=(BpeModel&& other) noexcept;
-
-  // Appends the ids of one pre-tokenized word (raw bytes). Results for words up to kMaxCachedWord
-  // bytes are cached; the cache is shared by threads and guarded by a mutex.
-  void encode_word(std::string_view word, BpeScratch& scratch, std::vector<int32_t>& out) const;
+  // Appends the ids of one pre-tokenized word (raw bytes), looked up in or added to `cache`.
+  void encode_word(std::string_view word, BpeScratch& scratch, WordCache& cache,
+                   std::vector<int32_t>& out) const;
 
   std::optional<int32_t> token_to_id(std::string_view token) const;
   // The token string of `id` in the byte-level alphabet, or nullptr when the vocab has no such id.
   const std::string* id_to_token(int32_t id) const;
   // One past the largest id in the vocabulary.
   int32_t id_bound() const { return static_cast<int32_t>(id_to_token_.size()); }
-
-  static constexpr size_t kMaxCachedWord = 256;
-  static constexpr size_t kMaxCacheEntries = 1 << 18;
 
  private:
   struct Hash {
@@ -77,9 +71,6 @@ class BpeModel {
   std::array<int32_t, 256> byte_ids_{};
   std::unordered_map<uint64_t, MergeInfo> merges_;
   bool ignore_merges_ = false;
-
-  mutable std::mutex cache_mutex_;
-  mutable std::unordered_map<std::string, std::vector<int32_t>, Hash, std::equal_to<>> cache_;
 };
 
 }  // namespace titan::data

@@ -11,6 +11,7 @@
 #include "titan/data/tokenizer/byte_level.h"
 #include "titan/data/tokenizer/normalizer.h"
 #include "titan/data/tokenizer/pre_tokenizer.h"
+#include "titan/data/tokenizer/tokenizer_cache.h"
 #include "titan/data/tokenizer/tokenizer_json.h"
 
 namespace titan::data {
@@ -78,13 +79,13 @@ Tokenizer::Tokenizer(Tokenizer&&) noexcept = default;
 Tokenizer& Tokenizer::operator=(Tokenizer&&) noexcept = default;
 Tokenizer::~Tokenizer() = default;
 
-Tokenizer Tokenizer::from_directory(const std::string& dir) {
+Tokenizer Tokenizer::from_directory(const std::string& dir, bool use_cache) {
   namespace fs = std::filesystem;
   std::error_code ec;
   const std::string file =
       fs::is_regular_file(dir, ec) ? dir : (fs::path(dir) / "tokenizer.json").string();
   if (!fs::exists(file, ec)) fail("tokenizer file ", file, " not found");
-  TokenizerJson parsed = read_tokenizer_json(file);
+  TokenizerJson parsed = use_cache ? read_tokenizer_json_cached(file) : read_tokenizer_json(file);
   const nlohmann::json& j = parsed.rest;
   auto impl = std::make_unique<Impl>();
   impl->path = file;

@@ -9,7 +9,6 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -52,10 +51,6 @@ class BpeModel {
   int32_t id_bound() const { return static_cast<int32_t>(id_to_token_.size()); }
 
  private:
-  struct Hash {
-    using is_transparent = void;
-    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
-  };
   struct MergeInfo {
     int32_t rank, new_id;
   };
@@ -65,11 +60,21 @@ class BpeModel {
   const MergeInfo* find_merge(int32_t a, int32_t b) const;
   void merge_all(std::string_view word, BpeScratch& s, std::vector<int32_t>& out) const;
 
-  std::unordered_map<std::string, int32_t, Hash, std::equal_to<>> vocab_;
+  // Token -> id as open addressing over ids (-1: empty), the keys being id_to_token_'s strings:
+  // no node or key copy per entry, which made building the map a large part of start-up.
+  std::vector<int32_t> vocab_slots_;
   std::vector<std::string> id_to_token_;
   std::vector<bool> has_id_;
   std::array<int32_t, 256> byte_ids_{};
-  std::unordered_map<uint64_t, MergeInfo> merges_;
+  // (left id, right id) -> merge, as open addressing (kNoPair: empty) probed from a
+  // multiplicative hash of the key: a lookup is one or two adjacent 16-byte slots.
+  struct MergeSlot {
+    uint64_t key;
+    MergeInfo info;
+  };
+  static constexpr uint64_t kNoPair = ~uint64_t{0};  // ids are below 2^30, so no pair has it
+  size_t merge_slot(uint64_t key) const;
+  std::vector<MergeSlot> merge_slots_;
   bool ignore_merges_ = false;
 };
 

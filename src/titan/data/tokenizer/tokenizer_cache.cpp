@@ -24,7 +24,8 @@ constexpr uint32_t kVersion = 1;
 // Hashing the contents rather than trusting size and mtime also catches a file replaced by one
 // of the same size within the mtime granularity, or copied with its old mtime.
 uint64_t hash_bytes(std::string_view bytes) {
-  // WordCache::hash is made for short words; fold long inputs in 4 KiB blocks through it.
+  // WordCache::hash is made for short words; fold long inputs in 4 KiB blocks through it. (A
+  // change to that hash makes existing caches fail their checksum, so they are rebuilt.)
   uint64_t h = bytes.size();
   for (size_t i = 0; i < bytes.size(); i += 4096) {
     h = h * 0x9E3779B97F4A7C15ULL ^ WordCache::hash(bytes.substr(i, 4096));

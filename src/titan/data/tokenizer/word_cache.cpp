@@ -3,39 +3,7 @@
 #include <cstring>
 
 namespace titan::data {
-namespace {
-
-constexpr uint64_t kMul = 0x9E3779B97F4A7C15ULL;
-
-uint64_t mix(uint64_t x) {
-  x ^= x >> 32;
-  x *= kMul;
-  x ^= x >> 29;
-  return x;
-}
-
-}  // namespace
-
 WordCache::WordCache() : slots_(1024) {}
-
-// Eight bytes at a time, each folded in with a multiply; a final mix spreads the bits so that
-// both halves of the result (slot index below, tag above) depend on every byte.
-uint64_t WordCache::hash(std::string_view word) {
-  uint64_t h = word.size() * kMul;
-  size_t i = 0;
-  for (; i + 8 <= word.size(); i += 8) {
-    uint64_t chunk;
-    std::memcpy(&chunk, word.data() + i, 8);
-    h = (h ^ chunk) * kMul;
-    h ^= h >> 31;
-  }
-  if (i < word.size()) {
-    uint64_t chunk = 0;
-    std::memcpy(&chunk, word.data() + i, word.size() - i);
-    h = (h ^ chunk) * kMul;
-  }
-  return mix(h);
-}
 
 std::span<const int32_t> WordCache::find(std::string_view word, uint64_t h) const {
   const uint32_t tag = static_cast<uint32_t>(h >> 32) | 1;

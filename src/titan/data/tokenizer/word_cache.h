@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -26,7 +27,42 @@ class WordCache {
 
   WordCache();
 
-  static uint64_t hash(std::string_view word);
+  // Inline, with fixed-size loads only: it runs once per word, most words are short, and a
+  // call to memcpy for the tail cost as much as the rest. Both halves of the result (slot index
+  // below, tag above) depend on every byte.
+  static uint64_t hash(std::string_view word) {
+    constexpr uint64_t kMul = 0x9E3779B97F4A7C15ULL;
+    const char* p = word.data();
+    const size_t n = word.size();
+    uint64_t h = n * kMul;
+    const auto load8 = [](const char* q) {
+      uint64_t v;
+      std::memcpy(&v, q, 8);
+      return v;
+    };
+    const auto load4 = [](const char* q) {
+      uint32_t v;
+      std::memcpy(&v, q, 4);
+      return static_cast<uint64_t>(v);
+    };
+    if (n >= 8) {
+      size_t i = 0;
+      for (; i + 8 < n; i += 8) {
+        h = (h ^ load8(p + i)) * kMul;
+        h ^= h >> 31;
+      }
+      h = (h ^ load8(p + n - 8)) * kMul;  // the last 8 bytes, overlapping the loop's
+    } else if (n >= 4) {
+      h = (h ^ (load4(p) | load4(p + n - 4) << 32)) * kMul;
+    } else if (n > 0) {
+      const auto byte = [&](size_t i) { return static_cast<uint64_t>(static_cast<uint8_t>(p[i])); };
+      h = (h ^ (byte(0) | byte(n / 2) << 8 | byte(n - 1) << 16)) * kMul;
+    }
+    h ^= h >> 32;
+    h *= kMul;
+    h ^= h >> 29;
+    return h;
+  }
 
   // The ids cached for `word` (whose hash() is `h`), or an empty span on a miss.
   std::span<const int32_t> find(std::string_view word, uint64_t h) const;

@@ -41,6 +41,7 @@ def timed(cmd):
 def bpe_qwen_folder(tokenizer_dir, out):
     """bpe-qwen reads vocab.json + merges.txt: written from tokenizer.json's BPE model."""
     model = json.loads((Path(tokenizer_dir) / "tokenizer.json").read_text())["model"]
+    out.mkdir(parents=True, exist_ok=True)
     (out / "vocab.json").write_text(json.dumps(model["vocab"], ensure_ascii=False))
     with open(out / "merges.txt", "w", encoding="utf-8") as f:
         f.write("#version: 0.2\n")

@@ -71,6 +71,26 @@ def random_texts(seed=1234, count=300):
     return texts
 
 
+# Pieces of code and prose mixed with the characters that decide a pre-tokenizer match where
+# ASCII meets non-ASCII (titan matches ASCII stretches by hand and asks PCRE2 elsewhere): letters,
+# marks, spaces such as U+00A0 and U+3000, U+017F (which (?i) folds to 's'), digits of other
+# scripts, emoji, newlines and added tokens inside words.
+FRAGMENTS = [
+    "def", " f", "(x)", ":", "\n", "    ", "\t", "\r\n", "\n\n", "  ", " ", "return", " x",
+    "**", "2", "2024", " 3.14", "#", " # note", "'s", "'S", "'re", "'LL", "'ve", "'d", "'m",
+    "'t", "'", "don", "\"", "==", "->", "_", "self", ".", ",", "é", "e\u0301", "\u0301",
+    "café", "ſ", "'ſ", "K", "\u00a0", "\u3000", "\u2028", "\u0085", "\u180e", "\u200b",
+    "中文", "日本語", "한국어", "٣", "Ⅻ", "²", "😀", "👍🏽", "\x0b", "\x0c", "\x01", "\x7f",
+    "<|endoftext|>", "<|im_start|>", "<|im_end|>", "<think>", "</think>", "<tool_call>",
+]
+
+
+def fragment_texts(seed=99, count=600):
+    rng = random.Random(seed)
+    return ["".join(rng.choice(FRAGMENTS) for _ in range(rng.randint(1, 30)))
+            for _ in range(count)]
+
+
 @pytest.fixture(scope="module")
 def hf():
     return Tokenizer.from_file(str(TOKENIZER_DIR / "tokenizer.json"))
@@ -104,6 +124,10 @@ def test_corpus_parity(titan_bin, hf):
 
 def test_random_unicode_parity(titan_bin, hf):
     assert_same_ids(random_texts(), hf)
+
+
+def test_mixed_fragment_parity(titan_bin, hf):
+    assert_same_ids(fragment_texts(), hf)
 
 
 def test_whole_stdin_is_one_text(titan_bin, hf):

@@ -3,6 +3,7 @@
 #include <utf8proc.h>
 
 #include <algorithm>
+#include <cstring>
 
 #include "titan/data/tokenizer/byte_level.h"
 
@@ -58,6 +59,13 @@ AddedTokenMatcher::AddedTokenMatcher(std::vector<AddedToken> tokens) : tokens_(s
     if (tokens_[i].content.empty()) continue;
     by_first_byte_[static_cast<unsigned char>(tokens_[i].content[0])].push_back(i);
   }
+  int firsts = 0;
+  for (int b = 0; b < 256; ++b) {
+    if (by_first_byte_[b].empty()) continue;
+    ++firsts;
+    only_first_byte_ = b;
+  }
+  if (firsts != 1) only_first_byte_ = -1;
   for (auto& list : by_first_byte_) {
     std::stable_sort(list.begin(), list.end(), [&](uint32_t a, uint32_t b) {
       return tokens_[a].content.size() > tokens_[b].content.size();
@@ -69,6 +77,12 @@ void AddedTokenMatcher::split(std::string_view text, std::vector<TextSegment>& o
   size_t start_offset = 0;  // end of the last emitted segment
   size_t pos = 0;           // where the search for the next match resumes
   while (pos < text.size()) {
+    if (only_first_byte_ >= 0) {
+      // Every token starts with the same byte ('<' for Qwen3's): jump to its next occurrence.
+      const void* next = std::memchr(text.data() + pos, only_first_byte_, text.size() - pos);
+      if (!next) break;
+      pos = static_cast<const char*>(next) - text.data();
+    }
     const auto& candidates = by_first_byte_[static_cast<unsigned char>(text[pos])];
     const AddedToken* hit = nullptr;
     for (uint32_t i : candidates) {

@@ -44,6 +44,7 @@ class AddedTokenMatcher {
   // For each first byte, indices into tokens_ sorted longest first, so the first hit at a
   // position is the longest.
   std::array<std::vector<uint32_t>, 256> by_first_byte_;
+  int only_first_byte_ = -1;  // the first byte of every token when they all share one
 };
 
 }  // namespace titan::data

@@ -1,31 +1,12 @@
 #include "titan/data/tokenizer/bpe_model.h"
 
 #include <algorithm>
+#include <bit>
 
 #include "titan/common/error.h"
 #include "titan/data/tokenizer/byte_level.h"
 
 namespace titan::data {
-
-BpeModel::BpeModel(BpeModel&& o) noexcept
-    : vocab_(std::move(o.vocab_)),
-      id_to_token_(std::move(o.id_to_token_)),
-      has_id_(std::move(o.has_id_)),
-      byte_ids_(o.byte_ids_),
-      merges_(std::move(o.merges_)),
-      ignore_merges_(o.ignore_merges_),
-      cache_(std::move(o.cache_)) {}
-
-BpeModel& BpeModel::operator=(BpeModel&& o) noexcept {
-  vocab_ = std::move(o.vocab_);
-  id_to_token_ = std::move(o.id_to_token_);
-  has_id_ = std::move(o.has_id_);
-  byte_ids_ = o.byte_ids_;
-  merges_ = std::move(o.merges_);
-  ignore_merges_ = o.ignore_merges_;
-  cache_ = std::move(o.cache_);
-  return *this;
-}
 
 BpeModel BpeModel::from_parts(const nlohmann::json& model,
                               std::vector<std::pair<std::string, int64_t>> vocab,
@@ -48,7 +29,13 @@ BpeModel BpeModel::from_parts(const nlohmann::json& model,
   if (vocab.empty()) fail("tokenizer file ", file, ": model.vocab is missing or empty");
   BpeModel m;
   m.ignore_merges_ = model.value("ignore_merges", false);
-  m.vocab_.reserve(vocab.size());
+  m.vocab_slots_.assign(std::bit_ceil(2 * vocab.size() + 2), -1);
+  int64_t max_id = -1;
+  for (const auto& entry : vocab) max_id = std::max(max_id, entry.second);
+  if (max_id >= 0 && max_id <= (1 << 30)) {
+    m.id_to_token_.reserve(max_id + 1);
+    m.has_id_.reserve(max_id + 1);
+  }
   for (auto& [token, id64] : vocab) {
     if (id64 < 0 || id64 > (1 << 30)) {
       fail("tokenizer file ", file, ": model.vocab entry '", token, "' has the invalid id ", id64);
@@ -58,16 +45,25 @@ BpeModel BpeModel::from_parts(const nlohmann::json& model,
       m.id_to_token_.resize(id + 1);
       m.has_id_.resize(id + 1, false);
     }
-    m.id_to_token_[id] = token;
+    if (m.has_id_[id]) {
+      fail("tokenizer file ", file, ": model.vocab gives the id ", id, " to both '",
+           m.id_to_token_[id], "' and '", token, "'");
+    }
+    m.id_to_token_[id] = std::move(token);
     m.has_id_[id] = true;
-    m.vocab_.emplace(std::move(token), id);
+    // A token given twice keeps its first id, as the map this replaced did.
+    const std::string_view key = m.id_to_token_[id];
+    const size_t mask = m.vocab_slots_.size() - 1;
+    size_t i = WordCache::hash(key) & mask;
+    while (m.vocab_slots_[i] >= 0 && m.id_to_token_[m.vocab_slots_[i]] != key) i = (i + 1) & mask;
+    if (m.vocab_slots_[i] < 0) m.vocab_slots_[i] = id;
   }
   for (int b = 0; b < 256; ++b) {
     const auto id = m.token_to_id(byte_to_unicode_string(static_cast<uint8_t>(b)));
     if (!id) fail("tokenizer file ", file, ": model.vocab lacks the byte-level token for byte ", b);
     m.byte_ids_[b] = *id;
   }
-  m.merges_.reserve(merges.size());
+  m.merge_slots_.assign(std::bit_ceil(2 * merges.size() + 2), {kNoPair, {}});
   std::string joined;
   for (size_t rank = 0; rank < merges.size(); ++rank) {
     const auto& [a, b] = merges[rank];
@@ -78,15 +74,19 @@ BpeModel BpeModel::from_parts(const nlohmann::json& model,
            "' uses a token missing from the vocab");
     }
     // Later duplicates win, as when `tokenizers` collects the merges into a map.
-    m.merges_[pair_key(*ia, *ib)] = {static_cast<int32_t>(rank), *iab};
+    const uint64_t key = pair_key(*ia, *ib);
+    m.merge_slots_[m.merge_slot(key)] = {key, {static_cast<int32_t>(rank), *iab}};
   }
   return m;
 }
 
 std::optional<int32_t> BpeModel::token_to_id(std::string_view token) const {
-  const auto it = vocab_.find(token);
-  if (it == vocab_.end()) return std::nullopt;
-  return it->second;
+  if (vocab_slots_.empty()) return std::nullopt;
+  const size_t mask = vocab_slots_.size() - 1;
+  for (size_t i = WordCache::hash(token) & mask; vocab_slots_[i] >= 0; i = (i + 1) & mask) {
+    if (id_to_token_[vocab_slots_[i]] == token) return vocab_slots_[i];
+  }
+  return std::nullopt;
 }
 
 const std::string* BpeModel::id_to_token(int32_t id) const {
@@ -94,33 +94,34 @@ const std::string* BpeModel::id_to_token(int32_t id) const {
   return &id_to_token_[id];
 }
 
-const BpeModel::MergeInfo* BpeModel::find_merge(int32_t a, int32_t b) const {
-  const auto it = merges_.find(pair_key(a, b));
-  return it == merges_.end() ? nullptr : &it->second;
+// The slot holding `key`, or the empty slot where it would go.
+size_t BpeModel::merge_slot(uint64_t key) const {
+  const size_t mask = merge_slots_.size() - 1;
+  size_t i = static_cast<size_t>((key * 0x9E3779B97F4A7C15ULL) >> 20) & mask;
+  while (merge_slots_[i].key != key && merge_slots_[i].key != kNoPair) i = (i + 1) & mask;
+  return i;
 }
 
-void BpeModel::encode_word(std::string_view word, BpeScratch& s, std::vector<int32_t>& out) const {
+const BpeModel::MergeInfo* BpeModel::find_merge(int32_t a, int32_t b) const {
+  if (merge_slots_.empty()) return nullptr;
+  const MergeSlot& slot = merge_slots_[merge_slot(pair_key(a, b))];
+  return slot.key == kNoPair ? nullptr : &slot.info;
+}
+
+void BpeModel::encode_word(std::string_view word, BpeScratch& s, WordCache& cache,
+                           std::vector<int32_t>& out) const {
   if (word.size() == 1) {
     out.push_back(byte_ids_[static_cast<uint8_t>(word[0])]);
     return;
   }
-  const bool cacheable = word.size() <= kMaxCachedWord;
-  if (cacheable) {
-    std::lock_guard<std::mutex> lock(cache_mutex_);
-    const auto it = cache_.find(word);
-    if (it != cache_.end()) {
-      out.insert(out.end(), it->second.begin(), it->second.end());
-      return;
-    }
+  const uint64_t h = WordCache::hash(word);
+  if (const auto hit = cache.find(word, h); !hit.empty()) {
+    out.insert(out.end(), hit.begin(), hit.end());
+    return;
   }
   const size_t first = out.size();
   merge_all(word, s, out);
-  if (cacheable) {
-    std::lock_guard<std::mutex> lock(cache_mutex_);
-    if (cache_.size() < kMaxCacheEntries) {
-      cache_.emplace(std::string(word), std::vector<int32_t>(out.begin() + first, out.end()));
-    }
-  }
+  cache.insert(word, h, std::span<const int32_t>(out.data() + first, out.size() - first));
 }
 
 void BpeModel::merge_all(std::string_view word, BpeScratch& s, std::vector<int32_t>& out) const {

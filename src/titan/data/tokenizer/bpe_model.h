@@ -6,14 +6,14 @@
 
 #include <array>
 #include <cstdint>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "titan/data/tokenizer/word_cache.h"
 
 namespace titan::data {
 
@@ -40,13 +40,9 @@ class BpeModel {
                              const std::vector<std::pair<std::string, std::string>>& merges,
                              const std::string& file);
 
-  BpeModel() = default;
-  BpeModel(BpeModel&& other) noexcept;
-  BpeModel& operator=(BpeModel&& other) noexcept;
-
-  // Appends the ids of one pre-tokenized word (raw bytes). Results for words up to kMaxCachedWord
-  // bytes are cached; the cache is shared by threads and guarded by a mutex.
-  void encode_word(std::string_view word, BpeScratch& scratch, std::vector<int32_t>& out) const;
+  // Appends the ids of one pre-tokenized word (raw bytes), looked up in or added to `cache`.
+  void encode_word(std::string_view word, BpeScratch& scratch, WordCache& cache,
+                   std::vector<int32_t>& out) const;
 
   std::optional<int32_t> token_to_id(std::string_view token) const;
   // The token string of `id` in the byte-level alphabet, or nullptr when the vocab has no such id.
@@ -54,14 +50,7 @@ class BpeModel {
   // One past the largest id in the vocabulary.
   int32_t id_bound() const { return static_cast<int32_t>(id_to_token_.size()); }
 
-  static constexpr size_t kMaxCachedWord = 256;
-  static constexpr size_t kMaxCacheEntries = 1 << 18;
-
  private:
-  struct Hash {
-    using is_transparent = void;
-    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
-  };
   struct MergeInfo {
     int32_t rank, new_id;
   };
@@ -71,15 +60,22 @@ class BpeModel {
   const MergeInfo* find_merge(int32_t a, int32_t b) const;
   void merge_all(std::string_view word, BpeScratch& s, std::vector<int32_t>& out) const;
 
-  std::unordered_map<std::string, int32_t, Hash, std::equal_to<>> vocab_;
+  // Token -> id as open addressing over ids (-1: empty), the keys being id_to_token_'s strings:
+  // no node or key copy per entry, which made building the map a large part of start-up.
+  std::vector<int32_t> vocab_slots_;
   std::vector<std::string> id_to_token_;
   std::vector<bool> has_id_;
   std::array<int32_t, 256> byte_ids_{};
-  std::unordered_map<uint64_t, MergeInfo> merges_;
+  // (left id, right id) -> merge, as open addressing (kNoPair: empty) probed from a
+  // multiplicative hash of the key: a lookup is one or two adjacent 16-byte slots.
+  struct MergeSlot {
+    uint64_t key;
+    MergeInfo info;
+  };
+  static constexpr uint64_t kNoPair = ~uint64_t{0};  // ids are below 2^30, so no pair has it
+  size_t merge_slot(uint64_t key) const;
+  std::vector<MergeSlot> merge_slots_;
   bool ignore_merges_ = false;
-
-  mutable std::mutex cache_mutex_;
-  mutable std::unordered_map<std::string, std::vector<int32_t>, Hash, std::equal_to<>> cache_;
 };
 
 }  // namespace titan::data

@@ -73,14 +73,24 @@ std::string byte_to_unicode_string(uint8_t b) {
 }
 
 std::string byte_level_token_to_bytes(std::string_view token) {
+  // Every code point of the alphabet is below U+0200, so one or two UTF-8 bytes; decoded here
+  // directly, as this runs for each of the 151k tokens at start-up.
+  const ByteTable& t = table();
   std::string out;
   out.reserve(token.size());
   for (size_t i = 0; i < token.size();) {
-    char32_t cp;
-    const int n = decode_utf8(token, i, &cp);
-    const auto b = n > 0 ? code_point_to_byte(cp) : std::nullopt;
-    if (!b) return std::string(token);
-    out.push_back(static_cast<char>(*b));
+    const auto b0 = static_cast<uint8_t>(token[i]);
+    char32_t cp = 0x200;  // outside the alphabet
+    size_t n = 1;
+    if (b0 < 0x80) {
+      cp = b0;
+    } else if (b0 >= 0xC2 && b0 <= 0xC7 && i + 1 < token.size() &&
+               (static_cast<uint8_t>(token[i + 1]) & 0xC0) == 0x80) {
+      cp = ((b0 & 0x1F) << 6) | (static_cast<uint8_t>(token[i + 1]) & 0x3F);
+      n = 2;
+    }
+    if (cp >= t.from_cp.size() || t.from_cp[cp] < 0) return std::string(token);
+    out.push_back(static_cast<char>(t.from_cp[cp]));
     i += n;
   }
   return out;

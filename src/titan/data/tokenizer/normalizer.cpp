@@ -19,6 +19,44 @@ bool all_bytes_below(std::string_view s, unsigned char limit) {
   return true;
 }
 
+// utf8proc_map of `in` with `options`, appended to `out`.
+void append_mapped(std::string_view in, int options, std::string& out) {
+  utf8proc_uint8_t* mapped = nullptr;
+  const utf8proc_ssize_t n = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(in.data()),
+                                          static_cast<utf8proc_ssize_t>(in.size()), &mapped,
+                                          static_cast<utf8proc_option_t>(options));
+  std::unique_ptr<utf8proc_uint8_t, decltype(&std::free)> owned(mapped, &std::free);
+  if (n < 0) fail("normalization failed: ", utf8proc_errmsg(n));
+  out.append(reinterpret_cast<const char*>(mapped), static_cast<size_t>(n));
+}
+
+bool is_ascii(char c) { return static_cast<unsigned char>(c) < 0x80; }
+
+// NFC of `in`, which holds a byte >= 0xCC, into `out`. Text may be cut before any ASCII
+// character and each part normalized alone: an ASCII character is a starter that nothing before
+// it composes with (NFC_Quick_Check = Yes), so no composition or reordering crosses that cut.
+// Only the parts with a byte >= 0xCC can change; each is a run of non-ASCII bytes together with
+// the ASCII character before it (which may compose with what follows, as e + U+0301). Code or
+// prose with a few such characters is then copied, not decomposed and recomposed whole.
+void nfc_by_parts(std::string_view in, int options, std::string& out) {
+  out.clear();
+  out.reserve(in.size());
+  size_t copied = 0;  // in[0, copied) is in `out`
+  for (size_t i = copied; i < in.size(); ++i) {
+    if (static_cast<unsigned char>(in[i]) < 0xCC) continue;
+    size_t begin = i;
+    while (begin > copied && !is_ascii(in[begin - 1])) --begin;
+    if (begin > copied) --begin;  // the ASCII character before the run
+    size_t end = i;
+    while (end < in.size() && !is_ascii(in[end])) ++end;
+    out.append(in.substr(copied, begin - copied));
+    append_mapped(in.substr(begin, end - begin), options, out);
+    copied = end;
+    i = end;
+  }
+  out.append(in.substr(copied));
+}
+
 }  // namespace
 
 Normalizer Normalizer::from_json(const nlohmann::json& j, const std::string& file) {
@@ -65,14 +103,14 @@ std::string_view Normalizer::apply(std::string_view in, std::string& storage) co
         options |= UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT;
         break;
     }
-    utf8proc_uint8_t* out = nullptr;
-    const utf8proc_ssize_t n =
-        utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(current.data()),
-                     static_cast<utf8proc_ssize_t>(current.size()), &out,
-                     static_cast<utf8proc_option_t>(options));
-    std::unique_ptr<utf8proc_uint8_t, decltype(&std::free)> owned(out, &std::free);
-    if (n < 0) fail("normalization failed: ", utf8proc_errmsg(n));
-    storage.assign(reinterpret_cast<const char*>(out), static_cast<size_t>(n));
+    // `current` may be a view of `storage`: build the result apart, then move it in.
+    std::string result;
+    if (nfc) {
+      nfc_by_parts(current, options, result);
+    } else {
+      append_mapped(current, options, result);
+    }
+    storage = std::move(result);
     current = storage;
   }
   return current;

@@ -4,6 +4,7 @@
 #include <pcre2.h>
 
 #include "titan/common/error.h"
+#include "titan/data/tokenizer/qwen_split_scanner.h"
 
 namespace titan::data {
 namespace {
@@ -77,8 +78,10 @@ std::string with_white_space_classes(const std::string& pattern) {
 // A compiled pattern (RAII over pcre2_code).
 class SplitRegex {
  public:
-  SplitRegex(const std::string& pattern, const std::string& file)
-      : pattern_(with_white_space_classes(pattern)) {
+  // `scanner`: match Qwen's pattern with qwen_split_match_ascii() where it can decide.
+  SplitRegex(const std::string& pattern, const std::string& file, bool scanner)
+      : pattern_(with_white_space_classes(pattern)),
+        qwen_(scanner && pattern == kQwenSplitPattern) {
     int error = 0;
     PCRE2_SIZE offset = 0;
     code_ = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern_.data()), pattern_.size(),
@@ -100,6 +103,7 @@ class SplitRegex {
  private:
   pcre2_code* code_ = nullptr;
   std::string pattern_;
+  bool qwen_ = false;
 };
 
 struct PreTokenizerScratch::Pcre {
@@ -129,6 +133,14 @@ void SplitRegex::split(std::string_view text, PreTokenizerScratch::Pcre& p,
   const auto subject = reinterpret_cast<PCRE2_SPTR>(text.data());
   size_t start = 0, last_end = 0;
   while (start < text.size()) {
+    if (qwen_) {
+      // Qwen's pattern matches at every position, so there are no gaps to emit.
+      if (const size_t end = qwen_split_match_ascii(text, start)) {
+        out.push_back(text.substr(start, end - start));
+        start = last_end = end;
+        continue;
+      }
+    }
     int rc =
         pcre2_match(code_, subject, text.size(), start, PCRE2_NO_UTF_CHECK, p.match, p.context);
     if (rc == PCRE2_ERROR_JIT_STACKLIMIT) {
@@ -159,13 +171,14 @@ PreTokenizer::PreTokenizer(PreTokenizer&&) noexcept = default;
 PreTokenizer& PreTokenizer::operator=(PreTokenizer&&) noexcept = default;
 PreTokenizer::~PreTokenizer() = default;
 
-PreTokenizer PreTokenizer::from_json(const nlohmann::json& j, const std::string& file) {
+PreTokenizer PreTokenizer::from_json(const nlohmann::json& j, const std::string& file,
+                                     bool scanner) {
   PreTokenizer pt;
   if (j.is_null()) return pt;
   const std::string type = j.value("type", "");
   if (type == "Sequence") {
     for (const auto& step : j.at("pretokenizers")) {
-      PreTokenizer inner = from_json(step, file);
+      PreTokenizer inner = from_json(step, file, scanner);
       for (auto& r : inner.regexes_) pt.regexes_.push_back(std::move(r));
     }
   } else if (type == "Split") {
@@ -177,10 +190,10 @@ PreTokenizer PreTokenizer::from_json(const nlohmann::json& j, const std::string&
     }
     if (pattern.contains("Regex")) {
       pt.regexes_.push_back(
-          std::make_unique<SplitRegex>(pattern.at("Regex").get<std::string>(), file));
+          std::make_unique<SplitRegex>(pattern.at("Regex").get<std::string>(), file, scanner));
     } else {
       pt.regexes_.push_back(std::make_unique<SplitRegex>(
-          escape_literal(pattern.at("String").get<std::string>()), file));
+          escape_literal(pattern.at("String").get<std::string>()), file, false));
     }
   } else if (type == "ByteLevel") {
     if (j.value("add_prefix_space", false)) {
@@ -188,7 +201,7 @@ PreTokenizer PreTokenizer::from_json(const nlohmann::json& j, const std::string&
            ": ByteLevel pre-tokenizer with add_prefix_space is not supported");
     }
     if (j.value("use_regex", true))
-      pt.regexes_.push_back(std::make_unique<SplitRegex>(kGpt2Pattern, file));
+      pt.regexes_.push_back(std::make_unique<SplitRegex>(kGpt2Pattern, file, false));
   } else {
     fail("tokenizer file ", file, ": unsupported pre-tokenizer type '", type,
          "' (supported: Split, ByteLevel, Sequence)");

@@ -28,7 +28,10 @@ struct PreTokenizerScratch {
 
 class PreTokenizer {
  public:
-  static PreTokenizer from_json(const nlohmann::json& j, const std::string& file);
+  // `scanner` = false runs every regex on PCRE2 alone (the reference that tests compare
+  // qwen_split_scanner.h against).
+  static PreTokenizer from_json(const nlohmann::json& j, const std::string& file,
+                                bool scanner = true);
   PreTokenizer();
   PreTokenizer(PreTokenizer&&) noexcept;
   PreTokenizer& operator=(PreTokenizer&&) noexcept;

@@ -11,6 +11,7 @@
 #include "titan/data/tokenizer/byte_level.h"
 #include "titan/data/tokenizer/normalizer.h"
 #include "titan/data/tokenizer/pre_tokenizer.h"
+#include "titan/data/tokenizer/tokenizer_cache.h"
 #include "titan/data/tokenizer/tokenizer_json.h"
 
 namespace titan::data {
@@ -18,6 +19,8 @@ namespace {
 
 // Working memory of one encode call.
 struct EncodeScratch {
+  explicit EncodeScratch(WordCache& c) : cache(c) {}
+  WordCache& cache;
   std::vector<TextSegment> segments, normalized_segments;
   std::string normalized_storage;
   PreTokenizerScratch pre;
@@ -46,6 +49,7 @@ struct Tokenizer::Impl {
   std::unordered_map<std::string, int32_t> added_ids;
   std::vector<std::string> id_bytes;  // what each id decodes to (before UTF-8 repair)
   std::vector<bool> id_valid;
+  mutable WordCachePool caches;
 
   void encode_plain(std::string_view text, EncodeScratch& s, std::vector<int32_t>& out) const {
     const std::string_view normalized = normalizer.apply(text, s.normalized_storage);
@@ -66,7 +70,7 @@ struct Tokenizer::Impl {
 
   void encode_words(std::string_view text, EncodeScratch& s, std::vector<int32_t>& out) const {
     pre_tokenizer.split(text, s.pre);
-    for (std::string_view word : s.pre.pieces) model.encode_word(word, s.bpe, out);
+    for (std::string_view word : s.pre.pieces) model.encode_word(word, s.bpe, s.cache, out);
   }
 };
 
@@ -75,13 +79,13 @@ Tokenizer::Tokenizer(Tokenizer&&) noexcept = default;
 Tokenizer& Tokenizer::operator=(Tokenizer&&) noexcept = default;
 Tokenizer::~Tokenizer() = default;
 
-Tokenizer Tokenizer::from_directory(const std::string& dir) {
+Tokenizer Tokenizer::from_directory(const std::string& dir, bool use_cache) {
   namespace fs = std::filesystem;
   std::error_code ec;
   const std::string file =
       fs::is_regular_file(dir, ec) ? dir : (fs::path(dir) / "tokenizer.json").string();
   if (!fs::exists(file, ec)) fail("tokenizer file ", file, " not found");
-  TokenizerJson parsed = read_tokenizer_json(file);
+  TokenizerJson parsed = use_cache ? read_tokenizer_json_cached(file) : read_tokenizer_json(file);
   const nlohmann::json& j = parsed.rest;
   auto impl = std::make_unique<Impl>();
   impl->path = file;
@@ -158,7 +162,8 @@ void Tokenizer::encode_into(std::string_view text, std::vector<int32_t>& out) co
   if (const size_t bad = find_invalid_utf8(text); bad != std::string_view::npos) {
     fail("cannot encode: text is not valid UTF-8 (byte offset ", bad, ")");
   }
-  EncodeScratch s;
+  const auto cache = impl_->caches.take();
+  EncodeScratch s(*cache);
   if (impl_->raw_added.empty()) {
     impl_->encode_plain(text, s, out);
     return;

@@ -19,7 +19,9 @@ class Tokenizer {
  public:
   // Reads DIR/tokenizer.json (or the file itself when `dir` names a file). Throws titan::Error
   // naming the file when it is missing, not JSON, or describes an unsupported tokenizer.
-  static Tokenizer from_directory(const std::string& dir);
+  // With `use_cache`, the parsed file is kept in a binary cache beside it (tokenizer_cache.h)
+  // that later loads read instead of the JSON.
+  static Tokenizer from_directory(const std::string& dir, bool use_cache = true);
 
   Tokenizer(Tokenizer&&) noexcept;
   Tokenizer& operator=(Tokenizer&&) noexcept;

@@ -164,7 +164,10 @@ TokenizerJson read_tokenizer_json(const std::string& file) {
   if (!in) fail("tokenizer file ", file, " not found or not readable");
   std::stringstream buffer;
   buffer << in.rdbuf();
-  const std::string text = buffer.str();
+  return parse_tokenizer_json(buffer.str(), file);
+}
+
+TokenizerJson parse_tokenizer_json(std::string_view text, const std::string& file) {
   TokenizerJson out;
   Handler handler(out, file);
   nlohmann::json::sax_parse(text, &handler);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -23,5 +24,7 @@ struct TokenizerJson {
 // Throws titan::Error naming `file` when it is missing or not valid JSON, or when the vocab or
 // merges entries have the wrong types.
 TokenizerJson read_tokenizer_json(const std::string& file);
+// The same for the file's bytes already in memory; errors name `file`.
+TokenizerJson parse_tokenizer_json(std::string_view text, const std::string& file);
 
 }  // namespace titan::data

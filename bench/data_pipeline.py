@@ -136,22 +136,28 @@ def tokenizer_table(args, texts, megabytes):
 
 
 def loader_wait(args):
-    print(f"\n### Loader wait per step (debug model, {args.steps} steps, batch 8 x seq 256, "
+    print(f"\n### Loader wait per step (debug model, {args.steps} steps, batch 4 x seq 256, "
           "CPU)\n")
-    print("| training.prefetch_batches | data_loading_s per step (mean) | max | step time (s) |")
-    print("|---:|---:|---:|---:|")
-    for prefetch in (0, 2):
-        dump = Path(tempfile.mkdtemp(prefix="titan_wait_"))
-        timed([str(args.titan), "train", "--module", "qwen3", "--config", "qwen3_debugmodel",
-               "--training.steps", str(args.steps), "--metrics.log_freq", "1",
-               "--training.prefetch_batches", str(prefetch),
-               "--training.dataset_path", args.corpus, "--model.hf_assets_path", args.tokenizer,
-               "--job.dump_folder", dump])
-        metrics = [json.loads(l) for l in (dump / "metrics.jsonl").read_text().splitlines()][1:]
-        waits = [m["data_loading_s"] for m in metrics]
-        step = statistics.mean(8 * 256 / m["tps"] for m in metrics)
-        print(f"| {prefetch} | {statistics.mean(waits) * 1e3:.3f} ms | {max(waits) * 1e3:.3f} ms "
-              f"| {step:.3f} |")
+    print("| data | training.prefetch_batches | data_loading_s per step (mean) | max | "
+          "step time (s) |")
+    print("|---|---:|---:|---:|---:|")
+    chats = REPO / "assets/sft/chat.jsonl"
+    cases = [("pre-training text (jsonl, tokenized on the fly)", "qwen3_debugmodel", args.corpus),
+             ("SFT chats (chat template rendered on the fly)", "qwen3_debugmodel_sft", chats)]
+    for name, config, data in cases:
+        for prefetch in (0, 2):
+            dump = Path(tempfile.mkdtemp(prefix="titan_wait_"))
+            timed([str(args.titan), "train", "--module", "qwen3", "--config", config,
+                   "--training.steps", str(args.steps), "--metrics.log_freq", "1",
+                   "--training.local_batch_size", "4",
+                   "--training.prefetch_batches", str(prefetch),
+                   "--training.dataset_path", data, "--model.hf_assets_path", args.tokenizer,
+                   "--job.dump_folder", dump])
+            metrics = [json.loads(l) for l in (dump / "metrics.jsonl").read_text().splitlines()]
+            waits = [m["data_loading_s"] for m in metrics[1:]]  # the first includes start-up
+            step = statistics.mean(4 * 256 / m["tps"] for m in metrics[1:])
+            print(f"| {name} | {prefetch} | {statistics.mean(waits) * 1e3:.3f} ms | "
+                  f"{max(waits) * 1e3:.3f} ms | {step:.3f} |")
 
 
 def big_corpus(args, texts):
@@ -168,21 +174,23 @@ def big_corpus(args, texts):
                 size += len(line.encode())
             copy += 1
     text_mb = sum(len(json.loads(l)["text"].encode()) for l in open(big, encoding="utf-8")) / 1e6
-    start = time.perf_counter()
-    timed([str(args.titan), "tokenize", "--tokenizer", args.tokenizer, "--input", big,
-           "--output", work / "shards" / "big"])
-    seconds = time.perf_counter() - start
+    rates = {}
+    for threads in (1, os.cpu_count()):
+        seconds = timed([str(args.titan), "tokenize", "--tokenizer", args.tokenizer, "--input",
+                         big, "--output", work / "shards" / "big", "--threads", str(threads)])
+        rates[threads] = seconds
     meta = json.loads((work / "shards" / "big.json").read_text())
     dump = work / "run"
     train = timed([str(args.titan), "train", "--module", "qwen3", "--config", "qwen3_debugmodel",
                    "--training.steps", "2", "--training.dataset_path", work / "shards" / "big.json",
                    "--model.hf_assets_path", args.tokenizer, "--job.dump_folder", dump])
     losses = [json.loads(l)["loss"] for l in (dump / "metrics.jsonl").read_text().splitlines()]
-    print(f"\n### titan tokenize of a {size / 1e6:.0f} MB jsonl ({text_mb:.0f} MB of text), "
-          f"{os.cpu_count()} threads\n")
-    print(f"{meta['documents']} documents, {meta['tokens']} tokens in {len(meta['shards'])} "
-          f"shard(s): {seconds:.1f} s whole process, {text_mb / seconds:.2f} MB/s; training on "
-          f"the shards: 2 steps in {train:.1f} s, losses {[round(x, 3) for x in losses]}")
+    print(f"\n### titan tokenize of a {size / 1e6:.0f} MB jsonl ({text_mb:.0f} MB of text)\n")
+    for threads, seconds in rates.items():
+        print(f"- {threads} thread(s): {seconds:.1f} s whole process, {text_mb / seconds:.2f} MB/s")
+    print(f"- {meta['documents']} documents, {meta['tokens']} tokens in {len(meta['shards'])} "
+          f"shard(s); training on the shards: 2 steps in {train:.1f} s, losses "
+          f"{[round(x, 3) for x in losses]}")
 
 
 def main():

@@ -160,11 +160,10 @@ std::unique_ptr<TokenDocuments> open_single(const std::string& path,
 }
 
 // Each entry opened as a single dataset; an error names the entry and the list.
-std::unique_ptr<TokenDocuments> open_mixture(const std::string& list,
-                                             const std::vector<DatasetEntry>& entries,
-                                             const std::shared_ptr<const Tokenizer>& tokenizer,
-                                             int32_t eos_id, const std::string& text_field,
-                                             const std::shared_ptr<const ChatTemplate>& chat_template) {
+std::unique_ptr<TokenDocuments> open_mixture(
+    const std::string& list, const std::vector<DatasetEntry>& entries,
+    const std::shared_ptr<const Tokenizer>& tokenizer, int32_t eos_id,
+    const std::string& text_field, const std::shared_ptr<const ChatTemplate>& chat_template) {
   std::vector<MixtureDocuments::Source> sources;
   for (size_t i = 0; i < entries.size(); ++i) {
     const DatasetEntry& entry = entries[i];

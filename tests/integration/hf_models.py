@@ -59,3 +59,30 @@ def packed_windows(corpus, tokenizer_dir, seq_len, count):
         if len(ids) >= (seq_len + 1) * count:
             break
     return [ids[i * (seq_len + 1):(i + 1) * (seq_len + 1)] for i in range(count)]
+
+
+def documents_alone_loss(model, rows):
+    """The summed loss and label count of packed rows with document masking, from `model` (HF)
+    running each document piece of a row alone, positions from 0. `rows` holds (ids, owner,
+    trained) per row: seq_len + 1 token ids, the document of each, and whether each is a target
+    (None: all are). A label counts when its token is a target in the same document."""
+    import torch.nn.functional as F
+
+    total, count = 0.0, 0
+    with torch.no_grad():
+        for ids, owner, trained in rows:
+            start = 0
+            while start < len(ids) - 1:
+                end = start
+                while end + 1 < len(ids) - 1 and owner[end + 1] == owner[start]:
+                    end += 1
+                logits = model(torch.tensor([ids[start:end + 1]])).logits[0]
+                for k in range(end + 1 - start):
+                    t = start + k
+                    if owner[t + 1] == owner[t] and (trained is None or trained[t + 1]):
+                        total += F.cross_entropy(logits[k], torch.tensor(ids[t + 1]),
+                                                 reduction="sum").item()
+                        count += 1
+                start = end + 1
+    return total, count
+

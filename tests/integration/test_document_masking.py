@@ -6,12 +6,11 @@ import json
 
 import pytest
 import torch
-import torch.nn.functional as F
 from tokenizers import Tokenizer
 from transformers import AutoModelForCausalLM
 
 from conftest import read_metrics, run_titan
-from hf_models import EOS, make_hf_model
+from hf_models import EOS, documents_alone_loss, make_hf_model
 
 # Documents of very different lengths, so rows hold several whole documents and cut others.
 TEXTS = ["x = 1", "def f(a, b):\n    return a + b\n", "Hello, world!", "ok",
@@ -37,29 +36,7 @@ def packed_rows(tokenizer_dir, seq_len, rows):
             owner += [doc] * len(piece)
             doc += 1
     n = seq_len + 1
-    return [(ids[r * n:(r + 1) * n], owner[r * n:(r + 1) * n]) for r in range(rows)]
-
-
-def documents_alone_loss(model, rows):
-    """Each row cut into its documents, each run alone (positions from 0) through HF; labels
-    that would cross into the next document are not counted."""
-    total, count = 0.0, 0
-    with torch.no_grad():
-        for ids, owner in rows:
-            start = 0
-            while start < len(ids) - 1:
-                end = start
-                while end + 1 < len(ids) - 1 and owner[end + 1] == owner[start]:
-                    end += 1
-                segment = torch.tensor([ids[start:end + 1]])  # inputs of one document
-                logits = model(segment).logits[0]
-                for k in range(end + 1 - start):
-                    if owner[start + k + 1] == owner[start]:
-                        total += F.cross_entropy(logits[k], torch.tensor(ids[start + k + 1]),
-                                                 reduction="sum").item()
-                        count += 1
-                start = end + 1
-    return total, count
+    return [(ids[r * n:(r + 1) * n], owner[r * n:(r + 1) * n], None) for r in range(rows)]
 
 
 @pytest.fixture(scope="module", params=[False, True], ids=["dense", "moe"])

@@ -7,12 +7,11 @@ import shutil
 
 import pytest
 import torch
-import torch.nn.functional as F
 from tokenizers import Tokenizer
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from conftest import read_metrics, run_titan
-from hf_models import EOS, make_hf_model
+from hf_models import EOS, documents_alone_loss, make_hf_model
 
 WEATHER_TOOL = {"type": "function", "function": {
     "name": "get_weather", "description": "Weather of a city",
@@ -111,22 +110,10 @@ def test_sft_step_loss_equals_transformers(tmp_path, hf_dir, tokenizer_dir):
         trained += conv_trainable + [0]
     model = AutoModelForCausalLM.from_pretrained(hf_dir, dtype=torch.float32,
                                                  attn_implementation="eager").eval()
-    total, count = 0.0, 0
-    with torch.no_grad():
-        for r in range(batch):
-            lo = r * (seq_len + 1)
-            start = lo
-            while start < lo + seq_len:
-                end = start
-                while end + 1 < lo + seq_len and owner[end + 1] == owner[start]:
-                    end += 1
-                logits = model(torch.tensor([ids[start:end + 1]])).logits[0]
-                for k in range(end + 1 - start):
-                    t = start + k
-                    if owner[t + 1] == owner[t] and trained[t + 1]:
-                        total += F.cross_entropy(logits[k], torch.tensor(ids[t + 1])).item()
-                        count += 1
-                start = end + 1
+    n = seq_len + 1
+    rows = [(ids[r * n:(r + 1) * n], owner[r * n:(r + 1) * n], trained[r * n:(r + 1) * n])
+            for r in range(batch)]
+    total, count = documents_alone_loss(model, rows)
     assert count > 0
     assert loss == pytest.approx(total / count, rel=1e-5)
 

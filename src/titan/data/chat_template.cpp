@@ -1,24 +1,15 @@
 #include "titan/data/chat_template.h"
 
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "titan/common/error.h"
+#include "titan/common/file_util.h"
 #include "titan/common/python_library.h"
 
 namespace fs = std::filesystem;
 
 namespace titan::data {
 namespace {
-
-std::string read_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  TITAN_CHECK(in.good(), "cannot read ", path.string());
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 // tokenizer_config.json writes a special token as a string or as {"content": ...}.
 std::string token_text(const nlohmann::json& value) {
@@ -36,7 +27,7 @@ std::shared_ptr<const ChatTemplate> load_chat_template(const std::string& dir) {
   nlohmann::json config = nlohmann::json::object();
   if (fs::exists(config_path)) {
     try {
-      config = nlohmann::json::parse(read_file(config_path));
+      config = nlohmann::json::parse(read_text_file(config_path.string()));
     } catch (const nlohmann::json::exception& e) {
       fail(config_path.string(), " is not valid JSON: ", e.what());
     }
@@ -45,7 +36,7 @@ std::shared_ptr<const ChatTemplate> load_chat_template(const std::string& dir) {
   // Transformers v5 saves the template as chat_template.jinja and prefers it.
   std::string source;
   if (fs::exists(folder / "chat_template.jinja")) {
-    source = read_file(folder / "chat_template.jinja");
+    source = read_text_file((folder / "chat_template.jinja").string());
   } else if (config.contains("chat_template") && config["chat_template"].is_string()) {
     source = config["chat_template"].get<std::string>();
   }

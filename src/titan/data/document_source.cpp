@@ -140,7 +140,7 @@ MultiFileSource::MultiFileSource(std::string description,
 
 nlohmann::ordered_json DocumentSource::record(int64_t index) {
   fail_read("dataset file ", location(index),
-            " holds plain text, not records; SFT (training.sft) reads .jsonl records with "
+            " is not a file of JSON records; SFT (training.sft) reads .jsonl records with "
             "\"messages\"");
 }
 

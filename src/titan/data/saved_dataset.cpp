@@ -1,11 +1,11 @@
 #include "titan/data/saved_dataset.h"
 
 #include <filesystem>
-#include <fstream>
 
 #include <nlohmann/json.hpp>
 
 #include "titan/common/error.h"
+#include "titan/common/file_util.h"
 
 namespace titan::data {
 
@@ -21,9 +21,7 @@ std::optional<std::vector<std::string>> saved_dataset_files(const std::string& f
   if (!fs::is_regular_file(state, ec)) return std::nullopt;
   nlohmann::json j;
   try {
-    std::ifstream in(state);
-    TITAN_CHECK(in, "dataset file ", state.string(), " cannot be opened");
-    j = nlohmann::json::parse(in);
+    j = nlohmann::json::parse(read_text_file(state.string()));
   } catch (const nlohmann::json::exception& e) {
     fail("dataset file ", state.string(), ": invalid JSON: ", e.what());
   }

@@ -80,7 +80,7 @@ TEST(DocumentMasking, PositionsRestartAtDocumentStartsAndCrossingLabelsAreIgnore
   DataLoader plain(qwen3_tokenizer(), file.path(), options(B, S));
   // The stream with, for every token, the document it belongs to (its index in the stream).
   std::vector<int64_t> stream, owner;
-  for (size_t pass = 0, n = 0; stream.size() < size_t(steps * B * (S + 1)); ++pass) {
+  for (size_t n = 0; stream.size() < size_t(steps * B * (S + 1));) {
     for (size_t d = 0; d < kDocs.size(); ++d, ++n) {
       for (int64_t id : ids_of(d)) {
         stream.push_back(id);

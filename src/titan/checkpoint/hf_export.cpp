@@ -262,7 +262,7 @@ void export_hf_directory(models::Model& model, const models::ModelSpec& spec,
   for (size_t j = 0; j < native.size(); ++j) {
     const auto& [name, local] = native[j];
     const at::Tensor meta =
-        at::empty(layout.rows(name, local).full_shape, local.options().device(at::kMeta));
+        at::empty(layout.piece(name, local).global_shape, local.options().device(at::kMeta));
     for (const auto& [hf_name, t] : spec.adapter.to_hf({{name, meta}})) {
       planned.push_back({{hf_name, exported_dtype(t.scalar_type(), dtype), t.sizes().vec()}, j});
     }

@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "titan/checkpoint/safetensors.h"
+#include "titan/common/box_tensor.h"
 #include "titan/common/error.h"
 
 namespace titan::checkpoint {
@@ -29,10 +30,11 @@ void load_hf_weights(models::Model& model, const models::ModelSpec& spec, const 
   const NamedTensors params = model.named_parameters();
   // What the adapter must produce: the full shapes (meta tensors cost nothing).
   NamedTensors expected;
-  std::vector<LocalRows> rows;
+  std::vector<LocalPiece> pieces;
   for (const auto& [name, p] : params) {
-    rows.push_back(layout.rows(name, p));
-    expected.emplace_back(name, at::empty(rows.back().full_shape, p.options().device(at::kMeta)));
+    pieces.push_back(layout.piece(name, p));
+    expected.emplace_back(name,
+                          at::empty(pieces.back().global_shape, p.options().device(at::kMeta)));
   }
   NamedTensors loaded;
   try {
@@ -56,12 +58,14 @@ void load_hf_weights(models::Model& model, const models::ModelSpec& spec, const 
   for (size_t i = 0; i < params.size(); ++i) {
     at::Tensor target = params[i].second;
     const at::Tensor& full = by_name.at(params[i].first);
-    if (!rows[i].sharded) {
+    if (pieces[i].whole) {
       target.copy_(full);
       continue;
     }
-    target.zero_();  // the padding rows
-    target.narrow(0, 0, rows[i].real_rows).copy_(full.narrow(0, rows[i].begin, rows[i].real_rows));
+    // This rank's box, read straight from the (memory-mapped) file's tensor.
+    target.zero_();  // the padding
+    real_part(target, pieces[i].box)
+        .copy_(narrow_to(full, whole_box(pieces[i].global_shape), pieces[i].box));
   }
 }
 

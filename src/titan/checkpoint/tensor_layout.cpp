@@ -2,11 +2,11 @@
 
 namespace titan::checkpoint {
 
-LocalRows TensorLayout::rows(const std::string&, const at::Tensor& local) const {
-  LocalRows rows;
-  rows.full_shape = local.sizes().vec();
-  rows.real_rows = local.dim() > 0 ? local.size(0) : 1;
-  return rows;
+LocalPiece TensorLayout::piece(const std::string&, const at::Tensor& local) const {
+  LocalPiece piece;
+  piece.global_shape = local.sizes().vec();
+  piece.box = whole_box(piece.global_shape);
+  return piece;
 }
 
 const TensorLayout& whole_tensors() {

@@ -13,6 +13,7 @@
 
 #include "titan/checkpoint/checkpoint_names.h"
 #include "titan/checkpoint/safetensors.h"
+#include "titan/common/box_tensor.h"
 #include "titan/common/error.h"
 #include "titan/common/strings.h"
 
@@ -21,8 +22,8 @@ namespace fs = std::filesystem;
 namespace titan::checkpoint {
 namespace {
 
-constexpr int kFormatVersion = 1;
-const char* kParts[] = {"model", "optimizer", "rng"};  // tensor parts, one file each per rank
+// 2: pieces are N-d boxes and the manifest records the mesh; 1 (read only): dim-0 pieces.
+constexpr int kFormatVersion = 2;
 
 void fsync_path(const fs::path& path) {
   const int fd = ::open(path.c_str(), O_RDONLY);
@@ -31,32 +32,22 @@ void fsync_path(const fs::path& path) {
   ::close(fd);
 }
 
-const NamedTensors& part_tensors(const TrainingCheckpoint& c, const std::string& part) {
-  if (part == "model") return c.model;
-  if (part == "optimizer") return c.optimizer;
-  return c.rng;
-}
-NamedTensors& part_tensors(TrainingCheckpoint& c, const std::string& part) {
-  return const_cast<NamedTensors&>(part_tensors(const_cast<const TrainingCheckpoint&>(c), part));
-}
-
-// The manifest entries of one file: for each tensor its global shape and the slice held, per
-// dimension [begin, end) (a piece differs from the whole only in dim 0).
-nlohmann::json tensor_entries(const NamedTensors& tensors,
-                              const std::map<std::string, PieceOf>& pieces) {
+// The manifest entries of one file: for each tensor its global shape and the box held, per
+// dimension [begin, end).
+nlohmann::json tensor_entries(const CheckpointPart& part) {
   nlohmann::json entries = nlohmann::json::object();
-  for (const auto& [name, t] : tensors) {
+  for (const auto& [name, t] : part.tensors) {
     std::vector<int64_t> global = t.sizes().vec();
-    int64_t row_begin = 0;
-    if (auto it = pieces.find(name); it != pieces.end()) {
+    std::vector<int64_t> offset(global.size(), 0);
+    if (auto it = part.pieces.find(name); it != part.pieces.end()) {
       global = it->second.global_shape;
-      row_begin = it->second.row_begin;
+      offset = it->second.offset;
+      TITAN_CHECK(offset.size() == static_cast<size_t>(t.dim()) && global.size() == offset.size(),
+                  "checkpoint piece '", name, "' of shape ", shape_to_string(t.sizes()),
+                  " has a box of ", offset.size(), " dimensions in a tensor of ", global.size());
     }
     nlohmann::json slice = nlohmann::json::array();
-    for (int64_t d = 0; d < t.dim(); ++d) {
-      const int64_t begin = d == 0 ? row_begin : 0;
-      slice.push_back({begin, begin + t.size(d)});
-    }
+    for (int64_t d = 0; d < t.dim(); ++d) slice.push_back({offset[d], offset[d] + t.size(d)});
     entries[name] = {{"global_shape", global}, {"slice", slice}};
   }
   return entries;
@@ -89,12 +80,25 @@ std::vector<int64_t> json_ints(const nlohmann::json& j, const std::string& where
 
 }  // namespace
 
+CheckpointPart& TrainingCheckpoint::part(const std::string& name) {
+  for (auto& [n, p] : parts)
+    if (n == name) return p;
+  parts.emplace_back(name, CheckpointPart{});
+  return parts.back().second;
+}
+
+const CheckpointPart* TrainingCheckpoint::find(const std::string& name) const {
+  for (const auto& [n, p] : parts)
+    if (n == name) return &p;
+  return nullptr;
+}
+
 // ---- reading ------------------------------------------------------------------------------
 
 struct CheckpointReader::Piece {
   std::string file;
   std::vector<int64_t> global_shape;
-  int64_t row_begin = 0, row_end = 0;  // dim 0 (0, 1 for a 0-dim tensor)
+  Box box;  // what the file holds
 };
 
 // Files are opened (memory-mapped) when first read, and kept.
@@ -121,14 +125,17 @@ CheckpointReader::CheckpointReader(const std::string& step_dir)
     fail(where, ": invalid JSON: ", e.what());
   }
   TITAN_CHECK(manifest.is_object(), where, ": must be a JSON object");
-  TITAN_CHECK(manifest.value("format_version", 0) == kFormatVersion, where,
-              ": unsupported format_version ", manifest.value("format_version", 0));
+  const int version = manifest.value("format_version", 0);
+  TITAN_CHECK(version == 1 || version == kFormatVersion, where, ": unsupported format_version ",
+              version, " (this titan reads 1 and ", kFormatVersion, ")");
   TITAN_CHECK(manifest.contains("step") && manifest["step"].is_number_integer(), where,
               ": 'step' is missing or not an integer");
   TITAN_CHECK(manifest.contains("files") && manifest["files"].is_object(), where,
               ": 'files' is missing or not an object");
   step_ = manifest["step"].get<int64_t>();
   state_ = manifest.value("state", nlohmann::json::object());
+  TITAN_CHECK(state_.is_object(), where, ": 'state' must be an object");
+  mesh_ = manifest.value("mesh", nlohmann::json::object());
   for (const auto& [file, entry] : manifest["files"].items()) {
     const std::string file_where = where + ": files." + file;
     TITAN_CHECK(entry.is_object() && entry.contains("part") && entry["part"].is_string() &&
@@ -145,15 +152,14 @@ CheckpointReader::CheckpointReader(const std::string& step_dir)
       const nlohmann::json& slice = t["slice"];
       TITAN_CHECK(slice.is_array() && slice.size() == piece.global_shape.size(), tensor_where,
                   ".slice must have one [begin, end] per dimension");
-      if (piece.global_shape.empty()) {
-        piece.row_end = 1;
-      } else {
-        const std::vector<int64_t> rows = json_ints(slice[0], tensor_where + ".slice[0]");
-        TITAN_CHECK(rows.size() == 2 && 0 <= rows[0] && rows[0] <= rows[1] &&
-                        rows[1] <= piece.global_shape[0],
-                    tensor_where, ".slice[0] is not within the global shape");
-        piece.row_begin = rows[0];
-        piece.row_end = rows[1];
+      for (size_t d = 0; d < piece.global_shape.size(); ++d) {
+        const std::string dim_where = tensor_where + ".slice[" + std::to_string(d) + "]";
+        const std::vector<int64_t> range = json_ints(slice[d], dim_where);
+        TITAN_CHECK(range.size() == 2 && 0 <= range[0] && range[0] <= range[1] &&
+                        range[1] <= piece.global_shape[d],
+                    dim_where, " is not within the global shape");
+        piece.box.offset.push_back(range[0]);
+        piece.box.length.push_back(range[1] - range[0]);
       }
       auto& list = pieces_[{part, name}];
       if (list.empty()) order_[part].push_back(name);
@@ -182,43 +188,40 @@ std::vector<int64_t> CheckpointReader::global_shape(const std::string& part,
   return it->second.front().global_shape;
 }
 
-at::Tensor CheckpointReader::read_rows(const std::string& part, const std::string& name,
-                                       int64_t begin, int64_t end) const {
+nlohmann::json CheckpointReader::state_of(const std::string& part) const {
+  return state_.contains(part) ? state_[part] : nlohmann::json();
+}
+
+at::Tensor CheckpointReader::read_box(const std::string& part, const std::string& name,
+                                      const Box& box) const {
   auto it = pieces_.find({part, name});
   TITAN_CHECK(it != pieces_.end(), dir_, ": the checkpoint has no ", part, " tensor '", name, "'");
   const std::vector<int64_t>& global = it->second.front().global_shape;
+  TITAN_CHECK(box.offset.size() == global.size(), dir_, ": ", part, " tensor '", name, "' has ",
+              global.size(), " dimensions, asked for a box of ", box.offset.size());
   at::Tensor out;
   int64_t filled = 0;
   for (const Piece& piece : it->second) {
-    const int64_t from = std::max(begin, piece.row_begin), to = std::min(end, piece.row_end);
-    if (from >= to && !(global.empty() && begin == 0)) continue;
+    const Box common = intersect(piece.box, box);
+    if (common.empty() && !(global.empty() && filled == 0)) continue;
     const at::Tensor data = files_->get(piece.file).tensor(name);
-    if (global.empty()) return data.clone();
-    TITAN_CHECK(data.dim() == static_cast<int64_t>(global.size()) &&
-                    data.size(0) == piece.row_end - piece.row_begin,
-                piece.file, ": tensor '", name, "' has shape ", shape_to_string(data.sizes()),
-                ", which does not match its manifest entry");
-    if (!out.defined()) {
-      std::vector<int64_t> shape = global;
-      shape[0] = end - begin;
-      out = at::empty(shape, data.options());
-    }
-    out.narrow(0, from - begin, to - from).copy_(data.narrow(0, from - piece.row_begin, to - from));
-    filled += to - from;
+    TITAN_CHECK(data.sizes().vec() == piece.box.length, piece.file, ": tensor '", name,
+                "' has shape ", shape_to_string(data.sizes()),
+                ", which does not match its manifest entry ", describe(piece.box));
+    if (!out.defined()) out = at::empty(box.length, data.options());
+    narrow_to(out, box, common).copy_(narrow_to(data, piece.box, common));
+    filled += common.numel();
+    if (global.empty()) break;
   }
-  TITAN_CHECK(filled == end - begin, dir_, ": rows [", begin, ", ", end, ") of ", part, " tensor '",
-              name, "' are not all in the checkpoint's files");
-  if (!out.defined()) {  // an empty range
-    std::vector<int64_t> shape = global;
-    shape[0] = 0;
-    out = at::empty(shape);
-  }
+  TITAN_CHECK(filled == box.numel(), dir_, ": entries ", describe(box), " of ", part, " tensor '",
+              name, "' are ", filled < box.numel() ? "not all" : "more than once",
+              " in the checkpoint's files");
+  if (!out.defined()) out = at::empty(box.length);  // an empty box
   return out;
 }
 
 at::Tensor CheckpointReader::read(const std::string& part, const std::string& name) const {
-  const std::vector<int64_t> global = global_shape(part, name);
-  return read_rows(part, name, 0, global.empty() ? 1 : global[0]);
+  return read_box(part, name, whole_box(global_shape(part, name)));
 }
 
 // ---- writing ------------------------------------------------------------------------------
@@ -278,14 +281,14 @@ void CheckpointStore::write(const TrainingCheckpoint& ckpt,
   fs::create_directories(tmp_dir);
 
   nlohmann::json files = nlohmann::json::object();
-  for (const std::string part : kParts) {
-    const NamedTensors& tensors = part_tensors(ckpt, part);
-    if (several && tensors.empty()) continue;
+  nlohmann::json state = nlohmann::json::object();
+  for (const auto& [part, content] : ckpt.parts) {
+    if (!content.state.is_null()) state[part] = content.state;
+    if (content.tensors.empty()) continue;
     const std::string file = part_file(part, coordination);
-    write_safetensors((tmp_dir / file).string(), tensors);
-    files[file] = {{"part", part},
-                   {"rank", coordination.rank},
-                   {"tensors", tensor_entries(tensors, ckpt.pieces)}};
+    write_safetensors((tmp_dir / file).string(), content.tensors);
+    files[file] = {
+        {"part", part}, {"rank", coordination.rank}, {"tensors", tensor_entries(content)}};
     if (write_delay_ms_ > 0)  // test hook: widens the window in which a kill hits a save
       std::this_thread::sleep_for(std::chrono::milliseconds(write_delay_ms_));
   }
@@ -303,7 +306,8 @@ void CheckpointStore::write(const TrainingCheckpoint& ckpt,
                                    {"format_version", kFormatVersion},
                                    {"step", ckpt.step},
                                    {"world_size", coordination.world_size},
-                                   {"state", ckpt.state},
+                                   {"mesh", ckpt.mesh},
+                                   {"state", state},
                                    {"files", files}};
   {
     // The manifest goes last: a folder without one is never taken for a checkpoint.
@@ -348,15 +352,16 @@ TrainingCheckpoint CheckpointStore::load(int64_t step,
   const CheckpointReader reader(step_dir(step));
   TrainingCheckpoint ckpt;
   ckpt.step = reader.step();
-  ckpt.state = reader.state();
-  for (const std::string part : kParts) {
+  ckpt.mesh = reader.mesh();
+  for (const std::string& part : checkpoint_parts()) {
     if (excluded(exclude, part)) continue;
-    NamedTensors& out = part_tensors(ckpt, part);
+    CheckpointPart content;
     for (const std::string& name : reader.names(part))
-      out.emplace_back(name, reader.read(part, name));
+      content.tensors.emplace_back(name, reader.read(part, name));
+    content.state = reader.state_of(part);
+    if (!content.tensors.empty() || !content.state.is_null())
+      ckpt.parts.emplace_back(part, content);
   }
-  for (const std::string part : {"lr_scheduler", "dataloader", "train_state"})
-    if (excluded(exclude, part)) ckpt.state.erase(part);
   return ckpt;
 }
 
@@ -381,9 +386,7 @@ AsyncCheckpointSaver::~AsyncCheckpointSaver() {
 
 void AsyncCheckpointSaver::save(TrainingCheckpoint ckpt, SaveCoordination coordination) {
   wait();
-  ckpt.model = cpu_copy(ckpt.model);
-  ckpt.optimizer = cpu_copy(ckpt.optimizer);
-  ckpt.rng = cpu_copy(ckpt.rng);
+  for (auto& [name, part] : ckpt.parts) part.tensors = cpu_copy(part.tensors);
   worker_ = std::thread([this, c = std::move(ckpt), coordination = std::move(coordination)]() {
     try {
       store_.save(c, coordination);

@@ -2,10 +2,13 @@
 // optimizer state, lr scheduler, data loader position, train state, RNG), in
 // <folder>/step-N/ as safetensors files keyed by parameter name plus a JSON manifest.
 //
-// Under data parallelism every rank writes its own pieces (<part>-rank<r>.safetensors: the rows
-// of dim 0 it holds of each sharded tensor, and whole tensors from one replica), and the
-// manifest records, for every tensor in every file, its global shape and the slice the file
-// holds. A run with another world size reads back exactly the rows it needs (resharding).
+// A checkpoint is a list of named parts (train/stateful.h): each part's tensors go to
+// <part>.safetensors, or with several ranks <part>-rank<r>.safetensors holding the piece of each
+// tensor that rank writes (its box of a sharded tensor, whole tensors from one replica), and
+// its JSON state into the manifest. The manifest records, for every tensor in every file, its
+// global shape and the box the file holds ([begin, end) per dimension, DCP's chunks), plus the
+// mesh it was saved under. A run with any other layout reads back exactly the boxes it needs
+// (resharding).
 //
 // A save goes to a temporary folder, is fsynced, then renamed into place by rank 0 once every
 // rank's files are there: a crash during a save never touches the previous checkpoints, and
@@ -28,28 +31,40 @@
 #include <vector>
 
 #include "titan/common/named_tensors.h"
+#include "titan/common/placement.h"
 
 namespace titan::checkpoint {
 
-// For a tensor of which a file holds only some rows: the whole tensor's shape and the first
-// row held (dim 0).
+// For a tensor of which a file holds a piece: the whole tensor's shape and where the piece
+// starts in it, per dimension (the piece's own shape gives its lengths): an N-d box.
 struct PieceOf {
   std::vector<int64_t> global_shape;
-  int64_t row_begin = 0;
+  std::vector<int64_t> offset;
+};
+
+// One named part of a checkpoint (a Stateful component's state, train/stateful.h): tensors,
+// each whole or a piece, and a JSON object; either may be empty.
+struct CheckpointPart {
+  NamedTensors tensors;
+  std::map<std::string, PieceOf> pieces;  // the tensors above that are pieces, by name
+  nlohmann::json state;                   // null: none
 };
 
 struct TrainingCheckpoint {
   int64_t step = 0;
-  NamedTensors model;      // native parameter (and buffer) names
-  NamedTensors optimizer;  // optimizer state, e.g. "<param>.exp_avg"
-  NamedTensors rng;        // generator states as uint8 tensors
-  // Tensors above that are pieces, by name; the others are whole.
-  std::map<std::string, PieceOf> pieces;
-  // {"train_state": {...}, "lr_scheduler": {...}, "dataloader": {...}}: written by rank 0.
-  nlohmann::json state = nlohmann::json::object();
+  // In save order: "model", "optimizer", "lr_scheduler", "dataloader", "train_state", "rng".
+  std::vector<std::pair<std::string, CheckpointPart>> parts;
+  // The mesh it was saved under ({"world_size": N, "dims": {"dp_shard": 2, ...}}); recorded in
+  // the manifest for people and tools, not needed to load it.
+  nlohmann::json mesh = nlohmann::json::object();
+
+  // The part `name`, created (empty, at the end) when absent.
+  CheckpointPart& part(const std::string& name);
+  // nullptr when absent.
+  const CheckpointPart* find(const std::string& name) const;
 };
 
-// The parts exclude_from_loading may name.
+// The parts exclude_from_loading may name (the trainer's Stateful components).
 inline const std::vector<std::string>& checkpoint_parts() {
   static const std::vector<std::string> parts = {"model",      "optimizer",   "lr_scheduler",
                                                  "dataloader", "train_state", "rng"};
@@ -65,23 +80,27 @@ struct SaveCoordination {
   std::function<std::string(const std::string& key)> collect;  // waits for the key
 };
 
-// A complete checkpoint folder, opened for reading: its manifest, and tensors assembled from
-// whichever files hold their rows. Throws titan::Error naming the folder or file.
+// A complete checkpoint folder, opened for reading: its manifest, and tensors (or any box of
+// them) assembled from whichever files hold the entries. Reads checkpoints of format version 1
+// (pieces split on dim 0 only) and 2. Throws titan::Error naming the folder or file.
 class CheckpointReader {
  public:
   explicit CheckpointReader(const std::string& step_dir);
   ~CheckpointReader();
 
   int64_t step() const { return step_; }
+  // {"<part>": <its JSON state>, ...}
   const nlohmann::json& state() const { return state_; }
-  // The tensor names of a part ("model", "optimizer", "rng"), in save order.
+  // The part's JSON state (null when it has none).
+  nlohmann::json state_of(const std::string& part) const;
+  const nlohmann::json& mesh() const { return mesh_; }
+  // The tensor names of a part, in save order.
   std::vector<std::string> names(const std::string& part) const;
   bool contains(const std::string& part, const std::string& name) const;
   std::vector<int64_t> global_shape(const std::string& part, const std::string& name) const;
-  // Rows [begin, end) of dim 0 (a 0-dim tensor: begin 0, end 1), from every file that holds
-  // some of them; throws when a row is in none.
-  at::Tensor read_rows(const std::string& part, const std::string& name, int64_t begin,
-                       int64_t end) const;
+  // The entries of `box` (global coordinates), from every file that holds some of them;
+  // throws naming the tensor when some are in none.
+  at::Tensor read_box(const std::string& part, const std::string& name, const Box& box) const;
   at::Tensor read(const std::string& part, const std::string& name) const;
 
  private:
@@ -89,6 +108,7 @@ class CheckpointReader {
   std::string dir_;
   int64_t step_ = 0;
   nlohmann::json state_;
+  nlohmann::json mesh_;
   std::map<std::string, std::vector<std::string>> order_;  // part -> names
   std::map<std::pair<std::string, std::string>, std::vector<Piece>> pieces_;
   struct Files;

@@ -53,11 +53,12 @@ int run_convert(const Args& args) {
   }
   checkpoint::TrainingCheckpoint ckpt;
   ckpt.step = step;
-  ckpt.model = checkpoint::model_tensors(*loaded.model);
-  ckpt.state["model"] = {{"name", loaded.spec->name},
-                         {"hf_config", loaded.model->hf_config("float32")},
-                         {"hf_assets_path", fs::absolute(from).string()}};
-  ckpt.state["train_state"] = {{"step", step}, {"tokens_seen", 0}};
+  checkpoint::CheckpointPart& model = ckpt.part("model");
+  model.tensors = checkpoint::model_tensors(*loaded.model);
+  model.state = {{"name", loaded.spec->name},
+                 {"hf_config", loaded.model->hf_config("float32")},
+                 {"hf_assets_path", fs::absolute(from).string()}};
+  ckpt.part("train_state").state = {{"step", step}, {"tokens_seen", 0}};
   const checkpoint::CheckpointStore store(folder, 0);
   store.save(ckpt);
   std::cout << "[titan] wrote training checkpoint " << store.step_dir(step) << std::endl;

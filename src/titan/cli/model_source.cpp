@@ -34,10 +34,10 @@ LoadedModel load_checkpoint(const fs::path& step_dir, const models::BuildOptions
   const checkpoint::TrainingCheckpoint ckpt =
       store.load(step, {"optimizer", "rng", "dataloader", "lr_scheduler"});
   const std::string manifest = (step_dir / "manifest.json").string();
-  TITAN_CHECK(ckpt.state.contains("model") && ckpt.state["model"].is_object() &&
-                  ckpt.state["model"].contains("hf_config"),
+  const checkpoint::CheckpointPart* model = ckpt.find("model");
+  TITAN_CHECK(model != nullptr && model->state.is_object() && model->state.contains("hf_config"),
               manifest, ": no model description (state.model.hf_config)");
-  const nlohmann::json& desc = ckpt.state["model"];
+  const nlohmann::json& desc = model->state;
   TITAN_CHECK(!desc.contains("name") || desc["name"].is_string(), manifest,
               ": state.model.name must be a string");
   LoadedModel out;
@@ -45,7 +45,7 @@ LoadedModel load_checkpoint(const fs::path& step_dir, const models::BuildOptions
   models::BuildOptions opts = options;
   opts.init_weights = false;
   out.model = out.spec->build_from_hf_config(desc["hf_config"], manifest, opts);
-  checkpoint::load_into_model(*out.model, ckpt.model, step_dir.string());
+  checkpoint::load_into_model(*out.model, model->tensors, step_dir.string());
   const std::string assets = desc.contains("hf_assets_path") && desc["hf_assets_path"].is_string()
                                  ? desc["hf_assets_path"].get<std::string>()
                                  : std::string();

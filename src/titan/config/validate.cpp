@@ -43,7 +43,10 @@ std::string describe_degrees(const ParallelismConfig& p) {
          ", data_parallel_shard_degree=" + std::to_string(p.data_parallel_shard_degree) +
          ", context_parallel_degree=" + std::to_string(p.context_parallel_degree) +
          ", tensor_parallel_degree=" + std::to_string(p.tensor_parallel_degree) +
-         ", pipeline_parallel_degree=" + std::to_string(p.pipeline_parallel_degree);
+         ", pipeline_parallel_degree=" + std::to_string(p.pipeline_parallel_degree) +
+         ", expert_parallel_degree=" + std::to_string(p.expert_parallel_degree) +
+         " (expert parallelism borrows its ranks from data_parallel_shard_degree x "
+         "context_parallel_degree x tensor_parallel_degree)";
 }
 
 void check_activation_checkpoint(const ActivationCheckpointConfig& ac) {
@@ -217,7 +220,7 @@ void check_parallel_degrees(const ParallelismConfig& p, int64_t world_size) {
     fail("parallelism.expert_parallel_degree = ", p.expert_parallel_degree,
          " must divide data_parallel_shard_degree x context_parallel_degree x "
          "tensor_parallel_degree = ",
-         borrowed, " (world size ", world_size, ")");
+         borrowed, " (", describe_degrees(p), "; world size ", world_size, ")");
   }
 }
 

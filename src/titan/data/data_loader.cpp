@@ -16,7 +16,8 @@ DataLoader::DataLoader(std::shared_ptr<const Tokenizer> tok, const std::string& 
                        const LoaderOptions& options)
     : stream_(open_token_documents(dataset_path, std::move(tok), options.eos_id, options.text_field,
                                    options.chat_template),
-              options.dp_rank, options.dp_world, options.shuffle_seed),
+              options.dp_rank, options.dp_world, options.shuffle_seed, options.exchange,
+              options.documents_per_rank),
       options_(options),
       dataset_path_(dataset_path),
       next_(stream_.position()) {
@@ -25,6 +26,10 @@ DataLoader::DataLoader(std::shared_ptr<const Tokenizer> tok, const std::string& 
   TITAN_CHECK(options.seq_len >= 1, "training.seq_len must be >= 1, got ", options.seq_len);
   TITAN_CHECK(options.prefetch >= 0, "training.prefetch_batches must be >= 0, got ",
               options.prefetch);
+  TITAN_CHECK(
+      options.row_ranks >= 1 && options.row_rank >= 0 && options.row_rank < options.row_ranks,
+      "data loader: row rank ", options.row_rank, " of ", options.row_ranks);
+  documents_read_ = stream_.documents_read();
 }
 
 DataLoader::DataLoader(std::shared_ptr<const Tokenizer> tok, const std::string& dataset_path,
@@ -58,6 +63,8 @@ DataLoader::Prepared DataLoader::prepare() {
   }
   std::vector<int64_t> window(S + 1);
   std::vector<uint8_t> starts(S + 1), trainable(S + 1);
+  // The rows of the ranks before this one in the run of row_ranks local batches.
+  stream_.skip(options_.row_rank * B * (S + 1));
   for (int64_t row = 0; row < B; ++row) {
     stream_.read(S + 1, window.data(), masking ? starts.data() : nullptr,
                  sft ? trainable.data() : nullptr);
@@ -83,8 +90,19 @@ DataLoader::Prepared DataLoader::prepare() {
       if (starts[i + 1]) labels[i] = kIgnoredLabel;  // the next document's first token
     }
   }
+  // And those after it.
+  stream_.skip((options_.row_ranks - 1 - options_.row_rank) * B * (S + 1));
   out.after = stream_.position();
+  {
+    std::lock_guard<std::mutex> lock(read_count_mutex_);
+    documents_read_ = stream_.documents_read();
+  }
   return out;
+}
+
+int64_t DataLoader::documents_read() const {
+  std::lock_guard<std::mutex> lock(read_count_mutex_);
+  return documents_read_;
 }
 
 Batch DataLoader::next() {
@@ -94,8 +112,9 @@ Batch DataLoader::next() {
     p = prepare();
   } else {
     if (!prefetcher_) {
-      prefetcher_ = std::make_unique<Prefetcher<Prepared>>([this] { return prepare(); },
-                                                           static_cast<size_t>(options_.prefetch));
+      prefetcher_ = std::make_unique<Prefetcher<Prepared>>(
+          [this] { return prepare(); }, static_cast<size_t>(options_.prefetch),
+          /*fill_before_stopping=*/options_.exchange && options_.exchange->size() > 1);
     }
     p = prefetcher_->next();
   }

@@ -13,6 +13,12 @@
 // For SFT, the labels of tokens that are not targets (prompts, see chat_documents.h) are
 // ignored (-100) too.
 //
+// Rows of a global batch (training under data parallelism): with row_ranks > 1 every rank packs
+// the same stream, the whole global batch's worth of it, and keeps only its rows: next() returns
+// local batch row_rank of each run of row_ranks local batches, so the rows of a step are the
+// same whatever the layout. Given an exchange (document_exchange.h) the ranks split the reading
+// itself: each tokenizes about 1/row_ranks of the documents (token_stream.h, shared reading).
+//
 // With prefetch > 0 a background thread reads, tokenizes and packs up to that many batches
 // ahead (prefetcher.h); the batches and the states are the same as without it.
 #pragma once
@@ -21,6 +27,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 
@@ -53,6 +60,11 @@ struct LoaderOptions {
   std::shared_ptr<const ChatTemplate> chat_template;
   // Batches a background thread prepares ahead (0: none, batches made on the caller's thread).
   int64_t prefetch = 0;
+  // Which rows of the global batch this rank takes (see above), and the ranks it shares the
+  // reading with (null: it reads every document itself).
+  int64_t row_rank = 0, row_ranks = 1;
+  std::shared_ptr<DocumentExchange> exchange;
+  int64_t documents_per_rank = 8;  // per round of shared reading
 };
 
 class DataLoader {
@@ -76,6 +88,9 @@ class DataLoader {
   // Seconds spent in next() so far: the time the caller waited for data (with prefetching,
   // only what the thread had not prepared in time).
   double wait_seconds() const { return waited_; }
+  // Documents this rank read (tokenized, or took from token shards) so far, prefetched ones
+  // included.
+  int64_t documents_read() const;
 
  private:
   struct Prepared {
@@ -90,6 +105,8 @@ class DataLoader {
   StreamPosition next_;                               // where the batch next() returns next starts
   std::unique_ptr<Prefetcher<Prepared>> prefetcher_;  // started by the first next()
   double waited_ = 0;
+  mutable std::mutex read_count_mutex_;  // documents_read_ is written by the prefetch thread
+  int64_t documents_read_ = 0;
 };
 
 }  // namespace titan::data

@@ -126,6 +126,26 @@ std::vector<std::string> shards_of_metadata(const std::string& path, int32_t eos
   return files;
 }
 
+// The token shard metadata files (PREFIX.json of titan tokenize) directly in folder `dir`, in
+// name order; empty when it holds none.
+std::vector<std::string> shard_metadata_in_folder(const std::string& dir) {
+  std::vector<std::string> found;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string file = entry.path().string();
+    if (!entry.is_regular_file() || !file.ends_with(".json")) continue;
+    try {
+      const nlohmann::json meta = nlohmann::json::parse(read_text_file(file));
+      if (meta.is_object() && meta.value("format", std::string()) == kTokenShardFormatName)
+        found.push_back(file);
+    } catch (const std::exception&) {
+      // Another kind of JSON file: not shard metadata.
+    }
+  }
+  std::sort(found.begin(), found.end());
+  return found;
+}
+
 }  // namespace
 
 bool names_token_shards(const std::string& path) {
@@ -144,11 +164,18 @@ std::unique_ptr<TokenDocuments> open_single(const std::string& path,
     return std::make_unique<ChatDocuments>(DocumentSource::open(path, text_field),
                                            std::move(tokenizer), std::move(chat_template), eos_id);
   }
+  std::vector<std::string> files;
+  if (std::filesystem::is_directory(path)) {
+    // A folder that titan tokenize wrote into: every set of shards its metadata lists.
+    for (const std::string& meta : shard_metadata_in_folder(path))
+      for (std::string& file : shards_of_metadata(meta, eos_id)) files.push_back(std::move(file));
+    if (!files.empty())
+      return std::make_unique<ShardDocuments>(path, files, eos_id, tokenizer->vocab_size());
+  }
   if (!names_token_shards(path)) {
     return std::make_unique<TokenizedDocuments>(DocumentSource::open(path, text_field),
                                                 std::move(tokenizer), eos_id);
   }
-  std::vector<std::string> files;
   if (path.ends_with(".json")) {
     files = shards_of_metadata(path, eos_id);
   } else if (is_glob(path)) {

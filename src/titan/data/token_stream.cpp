@@ -5,6 +5,7 @@
 #include <random>
 
 #include "titan/common/error.h"
+#include "titan/data/document_source.h"
 
 namespace titan::data {
 namespace {
@@ -35,10 +36,20 @@ std::vector<int64_t> shuffled_order(int64_t n, uint64_t seed, int64_t epoch) {
 }
 
 TokenStream::TokenStream(std::unique_ptr<TokenDocuments> documents, int64_t rank, int64_t world,
-                         std::optional<uint64_t> shuffle_seed)
-    : documents_(std::move(documents)), rank_(rank), world_(world), shuffle_seed_(shuffle_seed) {
+                         std::optional<uint64_t> shuffle_seed,
+                         std::shared_ptr<DocumentExchange> exchange, int64_t documents_per_rank)
+    : documents_(std::move(documents)),
+      rank_(rank),
+      world_(world),
+      shuffle_seed_(shuffle_seed),
+      documents_per_rank_(documents_per_rank) {
   TITAN_CHECK(world_ >= 1 && rank_ >= 0 && rank_ < world_, "data-parallel rank ", rank_,
               " is outside the world of size ", world_);
+  TITAN_CHECK(documents_per_rank_ >= 1, "documents per rank of a shared read must be >= 1");
+  if (exchange && exchange->size() > 1) {
+    TITAN_CHECK(world_ == 1, "shared reading applies to a stream of the whole dataset");
+    exchange_ = std::move(exchange);
+  }
   const std::string& path = documents_->path();
   TITAN_CHECK(documents_->size() > 0, "dataset file ", path, " is empty (no documents)");
   TITAN_CHECK(documents_->size() > rank_, "dataset file ", path, " has ", documents_->size(),
@@ -67,7 +78,57 @@ int64_t TokenStream::source_index(int64_t epoch, int64_t document) {
 }
 
 void TokenStream::load_document(int64_t epoch, int64_t document) {
-  documents_->read_masked(source_index(epoch, document), tokens_, trainable_);
+  if (!exchange_) {
+    documents_->read_masked(source_index(epoch, document), tokens_, trainable_);
+    ++documents_read_;
+    return;
+  }
+  const auto in_round = [&] {
+    return round_epoch_ == epoch && !round_.empty() && round_.front().place <= document &&
+           document <= round_.back().place;
+  };
+  if (!in_round()) read_round(epoch, document);
+  ReadDocument& d = round_[static_cast<size_t>(document - round_.front().place)];
+  if (d.failure == ReadDocument::Failure::kData) throw DataReadError(d.error);
+  if (d.failure == ReadDocument::Failure::kOther) throw Error(d.error);
+  tokens_ = d.tokens;
+  trainable_ = d.trainable;
+}
+
+void TokenStream::read_round(int64_t epoch, int64_t first) {
+  const int64_t members = exchange_->size(), me = exchange_->rank();
+  const int64_t end = std::min(documents_->size(), first + documents_per_rank_ * members);
+  std::vector<ReadDocument> mine;
+  for (int64_t place = first + me; place < end; place += members) {
+    ReadDocument d;
+    d.place = place;
+    try {
+      documents_->read_masked(source_index(epoch, place), d.tokens, d.trainable);
+      ++documents_read_;
+    } catch (const DataReadError& e) {
+      d.failure = ReadDocument::Failure::kData;
+      d.error = e.what();
+    } catch (const Error& e) {
+      d.failure = ReadDocument::Failure::kOther;
+      d.error = e.what();
+    }
+    mine.push_back(std::move(d));
+  }
+  ReadDocument missing;
+  missing.place = -1;
+  round_.assign(static_cast<size_t>(end - first), missing);
+  for (const std::string& theirs : exchange_->all_gather(encode_round(mine))) {
+    for (ReadDocument& d : decode_round(theirs)) {
+      TITAN_CHECK(d.place >= first && d.place < end, "shared reading: another rank sent place ",
+                  d.place, " for the round [", first, ", ", end, ")");
+      round_[static_cast<size_t>(d.place - first)] = std::move(d);
+    }
+  }
+  for (int64_t place = first; place < end; ++place)
+    TITAN_CHECK(round_[static_cast<size_t>(place - first)].place == place,
+                "shared reading: no rank sent place ", place, " of the round [", first, ", ", end,
+                ")");
+  round_epoch_ = epoch;
 }
 
 void TokenStream::next_document() {
@@ -97,6 +158,16 @@ void TokenStream::read(int64_t n, int64_t* out, uint8_t* starts, uint8_t* traina
       trainable += take;
     }
     out += take;
+    n -= take;
+    position_.offset += take;
+  }
+}
+
+void TokenStream::skip(int64_t n) {
+  while (n > 0) {
+    if (position_.offset == static_cast<int64_t>(tokens_.size())) next_document();
+    const int64_t take =
+        std::min<int64_t>(n, static_cast<int64_t>(tokens_.size()) - position_.offset);
     n -= take;
     position_.offset += take;
   }

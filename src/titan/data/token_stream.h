@@ -3,8 +3,17 @@
 // document's ids are followed by the eos id; when the documents run out the stream starts over
 // (a new epoch). The order is the source's own, or with `shuffle_seed` a permutation drawn anew
 // for every epoch from (seed, epoch), the same on every rank and every platform.
-// Documents are read (tokenized, or taken from token shards) lazily, one at a time, so a
-// position is (epoch, document, offset) and a resumed run re-reads the document it stopped in.
+// Documents are read (tokenized, or taken from token shards) lazily, so a position is (epoch,
+// document, offset) and a resumed run re-reads the document it stopped in.
+//
+// Shared reading: ranks that all pack the same stream (the data-parallel ranks of training,
+// each keeping its own rows, data_loader.h) can split the reading instead of each tokenizing
+// every document. Given a DocumentExchange, the stream reads documents in rounds of
+// `documents_per_rank` x members consecutive places of the epoch's order: member m tokenizes
+// the places m, m + members, ... of the round, and one all-gather gives every member all of
+// them. Every member's stream is then the same, as if it had read alone, at 1/members of the
+// tokenization work. All members must make the same reads in the same order (they do: they
+// read the same stream).
 #pragma once
 
 #include <cstdint>
@@ -12,6 +21,8 @@
 #include <optional>
 #include <vector>
 
+#include "titan/data/document_exchange.h"
+#include "titan/data/document_round.h"
 #include "titan/data/token_documents.h"
 
 namespace titan::data {
@@ -30,8 +41,11 @@ class TokenStream {
  public:
   // Throws titan::Error naming the file when this rank gets no document or all its documents
   // are empty (no tokens at all).
+  // `exchange` (may be null: this rank reads every document itself) shares the reading; it
+  // applies to a stream of the whole dataset (rank 0 of world 1) only.
   TokenStream(std::unique_ptr<TokenDocuments> documents, int64_t rank, int64_t world,
-              std::optional<uint64_t> shuffle_seed = std::nullopt);
+              std::optional<uint64_t> shuffle_seed = std::nullopt,
+              std::shared_ptr<DocumentExchange> exchange = nullptr, int64_t documents_per_rank = 8);
 
   // Writes the next n tokens to out; with `starts` set, starts[i] = 1 where out[i] is the first
   // token of a document and 0 elsewhere; with `trainable` set, the documents' flags of which
@@ -42,12 +56,19 @@ class TokenStream {
   // Throws titan::Error when `p` does not fit this source and rank.
   void seek(const StreamPosition& p);
 
+  // Advances by n tokens as read() would, without copying them.
+  void skip(int64_t n);
+
   const TokenDocuments& documents() const { return *documents_; }
+  // Documents this rank read itself (tokenized, or took from token shards) so far.
+  int64_t documents_read() const { return documents_read_; }
 
  private:
   int64_t source_index(int64_t epoch, int64_t document);  // the order's entry
   void load_document(int64_t epoch, int64_t document);    // into tokens_
   void next_document();
+  // Reads the round of places starting at `first` of `epoch` together with the other members.
+  void read_round(int64_t epoch, int64_t first);
 
   std::unique_ptr<TokenDocuments> documents_;
   int64_t rank_, world_;
@@ -55,8 +76,13 @@ class TokenStream {
   int64_t order_epoch_ = -1;    // the epoch order_ belongs to
   std::vector<int64_t> order_;  // the shuffled order of that epoch
   StreamPosition position_;
-  std::vector<int32_t> tokens_;     // the current document's ids and eos
-  std::vector<uint8_t> trainable_;  // and their flags
+  std::vector<int32_t> tokens_;                 // the current document's ids and eos
+  std::vector<uint8_t> trainable_;              // and their flags
+  std::shared_ptr<DocumentExchange> exchange_;  // null, or of one member: reads alone
+  int64_t documents_per_rank_ = 8;
+  int64_t round_epoch_ = -1;         // the epoch of round_
+  std::vector<ReadDocument> round_;  // the current round, by place
+  int64_t documents_read_ = 0;
 };
 
 }  // namespace titan::data

@@ -35,9 +35,9 @@ std::vector<int64_t> with_rows(c10::IntArrayRef shape, int64_t rows) {
 
 struct DataParallel::Param {
   std::string name;
-  at::Tensor* slot = nullptr;  // in its module
-  std::vector<int64_t> full_shape;
-  RowShard rows;
+  at::Tensor* slot = nullptr;        // in its module
+  std::vector<int64_t> local_shape;  // before FSDP: what the forward's weight looks like
+  EvenSplit rows;                    // FSDP's split of dim 0 of that (part == rows: whole)
   at::Tensor shard;     // FSDP: the optimizer's leaf [part_rows, ...]; DDP: the parameter
   at::Tensor buffer;    // FSDP: [parts * part_rows, ...] in the compute dtype
   at::Tensor gathered;  // FSDP: a leaf viewing buffer's first `rows` rows (the forward's weight)
@@ -58,17 +58,22 @@ struct DataParallel::Unit {
   std::vector<at::Tensor> reduce_inputs, reduce_outputs;
 };
 
-DataParallel::DataParallel(DataParallelGroups groups, DataParallelOptions options)
-    : groups_(std::move(groups)), options_(options) {}
+DataParallel::DataParallel(const DeviceMesh& mesh, ParameterPlacements& placements,
+                           DataParallelOptions options)
+    : shard_(mesh.group("dp_shard")),
+      replicate_(mesh.group("dp_replicate")),
+      placements_(placements),
+      options_(options) {}
 
 DataParallel::~DataParallel() = default;
 
-void DataParallel::wrap(const std::vector<models::Module*>& modules, bool reshard_after_forward) {
+void DataParallel::wrap(const std::vector<models::Module*>& modules,
+                        const models::ShardOptions& options) {
   TITAN_CHECK(!modules.empty(), "data parallelism: a unit needs at least one module");
   auto unit = std::make_unique<Unit>();
   unit->modules = modules;
-  unit->reshard_after_forward = reshard_after_forward;
-  const int64_t parts = groups_.shard->size(), index = groups_.shard->rank();
+  unit->reshard_after_forward = options.reshard_after_forward;
+  const int64_t parts = shard_->size(), index = shard_->rank();
   at::NoGradGuard no_grad;
   for (models::Module* module : modules) {
     module->visit_parameters([&](const std::string& name, at::Tensor& slot) {
@@ -79,15 +84,22 @@ void DataParallel::wrap(const std::vector<models::Module*>& modules, bool reshar
       Param p;
       p.name = name;
       p.slot = &slot;
-      p.full_shape = slot.sizes().vec();
-      p.rows = {slot.size(0), sharded() ? parts : 1, sharded() ? index : 0};
+      p.local_shape = slot.sizes().vec();
+      p.rows = even_split(slot.size(0), sharded() ? parts : 1, sharded() ? index : 0);
+      // The placement it had (tensor or expert parallelism), or whole; then FSDP's and DDP's.
+      const TensorPlacement* before = placements_.find(name);
+      TensorPlacement placement = before ? *before : TensorPlacement{p.local_shape, {}};
+      if (sharded()) placement = placement.then({"dp_shard", parts, index, Placement::shard(0)});
+      if (replicate_->size() > 1)
+        placement = placement.then(
+            {"dp_replicate", replicate_->size(), replicate_->rank(), Placement::replicate()});
+      placements_.set(name, placement);
       if (sharded()) {
-        // The master shard: this rank's rows, zero-padded to part_rows.
-        at::Tensor local = at::zeros(with_rows(slot.sizes(), p.rows.part_rows()), slot.options());
-        local.narrow(0, 0, p.rows.real_rows())
-            .copy_(slot.narrow(0, p.rows.begin(), p.rows.real_rows()));
+        // The master shard: this rank's rows, zero-padded to the part's rows.
+        at::Tensor local = at::zeros(with_rows(slot.sizes(), p.rows.part), slot.options());
+        local.narrow(0, 0, p.rows.real).copy_(slot.narrow(0, p.rows.begin, p.rows.real));
         p.shard = local.requires_grad_(true);
-        p.buffer = at::empty(with_rows(slot.sizes(), parts * p.rows.part_rows()),
+        p.buffer = at::empty(with_rows(slot.sizes(), parts * p.rows.part),
                              slot.options().dtype(options_.param_dtype));
         p.buffer_bytes = p.buffer.storage().nbytes();
         // The forward's weight: the first `rows` rows of the buffer's storage, as a leaf of its
@@ -95,7 +107,7 @@ void DataParallel::wrap(const std::vector<models::Module*>& modules, bool reshar
         // into the buffer bumps, and autograd would then reject the tensors it saved). Made
         // while the storage exists (shapes are checked against it), then freed.
         p.gathered = at::empty({0}, p.buffer.options());
-        p.gathered.set_(p.buffer.storage(), 0, p.full_shape, p.buffer.strides());
+        p.gathered.set_(p.buffer.storage(), 0, p.local_shape, p.buffer.strides());
         p.gathered.requires_grad_(true);
         free_storage(p.buffer);
         slot = p.shard;
@@ -140,7 +152,7 @@ void DataParallel::start_gather(Unit& unit) {
     outputs.push_back(p.buffer);
     unit.gather_inputs.push_back(p.shard.detach().to(options_.param_dtype).contiguous());
   }
-  unit.gathering = groups_.shard->all_gather_async(outputs, unit.gather_inputs);
+  unit.gathering = shard_->all_gather_async(outputs, unit.gather_inputs);
 }
 
 void DataParallel::finish_gather(Unit& unit) {
@@ -202,22 +214,22 @@ void DataParallel::reduce(Unit& unit) {
       at::Tensor padded = at::zeros(with_rows(p.buffer.sizes(), p.buffer.size(0)),
                                     p.buffer.options().dtype(options_.reduce_dtype));
       const at::Tensor grad = p.gathered.grad();
-      if (grad.defined()) padded.narrow(0, 0, p.rows.rows).copy_(grad);
+      if (grad.defined()) padded.narrow(0, 0, p.local_shape[0]).copy_(grad);
       p.gathered.mutable_grad() = at::Tensor();
       unit.reduce_inputs.push_back(padded);
       unit.reduce_outputs.push_back(
-          at::empty(with_rows(padded.sizes(), p.rows.part_rows()), padded.options()));
+          at::empty(with_rows(padded.sizes(), p.rows.part), padded.options()));
     }
-    unit.reducing = groups_.shard->reduce_scatter_async(unit.reduce_outputs, unit.reduce_inputs);
+    unit.reducing = shard_->reduce_scatter_async(unit.reduce_outputs, unit.reduce_inputs);
     reshard(unit);
     return;
   }
-  if (!sync_ || groups_.replicate->size() == 1) return;  // accumulate locally until the last
+  if (!sync_ || replicate_->size() == 1) return;  // accumulate locally until the last
   for (Param& p : unit.params) {
     if (!p.shard.grad().defined()) p.shard.mutable_grad() = at::zeros_like(p.shard);
     unit.reduce_inputs.push_back(p.shard.grad());
   }
-  unit.reducing = groups_.replicate->all_reduce_async(unit.reduce_inputs);
+  unit.reducing = replicate_->all_reduce_async(unit.reduce_inputs);
 }
 
 void DataParallel::finish_backward() {
@@ -248,38 +260,8 @@ void DataParallel::finish_backward() {
     reshard(*unit);
   }
   // HSDP: the shard gradients of a step are summed over the replicas once, at its end.
-  if (sharded() && sync_ && groups_.replicate->size() > 1 && !shard_grads.empty())
-    groups_.replicate->all_reduce(shard_grads);
-}
-
-void DataParallel::reduce_grad_norm_squares(at::Tensor& sum_of_squares) const {
-  if (sharded()) groups_.shard->all_reduce(sum_of_squares);
-}
-
-std::optional<DataParallel::Layout> DataParallel::layout(const std::string& name) const {
-  auto it = by_name_.find(name);
-  if (it == by_name_.end()) return std::nullopt;
-  const Param& p = it->second.first->params[it->second.second];
-  Layout layout;
-  layout.full_shape = p.full_shape;
-  layout.rows = p.rows;
-  layout.writer = groups_.replicate->rank() == 0;
-  return layout;
-}
-
-at::Tensor DataParallel::gather_full(const std::string& name, const at::Tensor& local) const {
-  auto it = by_name_.find(name);
-  TITAN_CHECK(it != by_name_.end(), "data parallelism: unknown parameter ", name);
-  const Param& p = it->second.first->params[it->second.second];
-  if (!sharded()) return local;
-  at::NoGradGuard no_grad;
-  TITAN_CHECK(local.size(0) == p.rows.part_rows(), "data parallelism: ", name, " has ",
-              local.size(0), " local rows, expected ", p.rows.part_rows());
-  std::vector<at::Tensor> inputs{local.detach().contiguous()};
-  std::vector<at::Tensor> outputs{
-      at::empty(with_rows(local.sizes(), p.rows.parts * p.rows.part_rows()), local.options())};
-  groups_.shard->all_gather_async(outputs, inputs).wait();
-  return outputs[0].narrow(0, 0, p.rows.rows);
+  if (sharded() && sync_ && replicate_->size() > 1 && !shard_grads.empty())
+    replicate_->all_reduce(shard_grads);
 }
 
 }  // namespace titan::distributed

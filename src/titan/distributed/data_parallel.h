@@ -1,17 +1,20 @@
-// Data parallelism over the groups of parallel_dims.h, applied to a model's modules as
-// wrappers (models/data_parallel.h), the way torchtitan applies FSDP2 / DDP / HSDP:
+// Data parallelism over the device mesh (device_mesh.h), applied to a model's modules as
+// wrappers through the ParallelContext (models/parallel_context.h), the way torchtitan applies
+// FSDP2 / DDP / HSDP:
 //
-//   FSDP (shard group > 1): every parameter of a unit is sharded on dim 0 over the shard group
-//     (RowShard); the shard, in the parameter dtype (float32 master weights), is what the
-//     module's slot holds between forwards and what the optimizer updates. Before the unit's
-//     forward its parameters are all-gathered in the compute dtype into the slots (the next
-//     unit's all-gather is started at once, to overlap); after it they are freed when the unit
-//     reshards after forward, and gathered again when its backward starts. When its backward is
-//     done, its gradients are reduce-scattered (summed, in the reduce dtype) into the shards'
-//     gradients, asynchronously.
-//   DDP (replicate group > 1, shard group 1): parameters stay whole; a unit's gradients are
-//     all-reduced (summed) as soon as its backward is done, on the last micro-batch of a step.
-//   HSDP: both; the shards' gradients are then summed over the replicate group.
+//   FSDP (dp_shard > 1): every parameter of a unit is placed Shard(0) over dp_shard, on top of
+//     whatever placement it had (parameter_placements.h): its local tensor is split on dim 0,
+//     evenly with zero padding. The shard, in the parameter dtype (float32 master weights), is
+//     what the module's slot holds between forwards and what the optimizer updates. Before the
+//     unit's forward its parameters are all-gathered in the compute dtype into the slots (the
+//     next unit's all-gather is started at once, to overlap); after it they are freed when the
+//     unit reshards after forward, and gathered again when its backward starts. When its
+//     backward is done, its gradients are reduce-scattered (summed, in the reduce dtype) into
+//     the shards' gradients, asynchronously.
+//   DDP (dp_replicate > 1, dp_shard 1): parameters stay whole (Replicate over dp_replicate); a
+//     unit's gradients are all-reduced (summed) as soon as its backward is done, on the last
+//     micro-batch of a step.
+//   HSDP: both; the shards' gradients are then summed over dp_replicate.
 //
 // Gradients are summed, not averaged: the trainer divides the loss by the global number of
 // valid tokens. After every backward call finish_backward(); it reduces what the hooks did not
@@ -23,13 +26,13 @@
 
 #include <map>
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
-#include "titan/distributed/parallel_dims.h"
-#include "titan/distributed/row_shard.h"
-#include "titan/models/data_parallel.h"
+#include "titan/distributed/device_mesh.h"
+#include "titan/distributed/parameter_placements.h"
+#include "titan/models/module.h"
+#include "titan/models/parallel_context.h"
 
 namespace titan::distributed {
 
@@ -38,39 +41,24 @@ struct DataParallelOptions {
   at::ScalarType reduce_dtype = at::kFloat;  // what gradients are summed in
 };
 
-class DataParallel : public models::DataParallelWrapper {
+class DataParallel {
  public:
-  DataParallel(DataParallelGroups groups, DataParallelOptions options);
-  ~DataParallel() override;
+  // Records the placements it gives parameters in `placements`; both must outlive it.
+  DataParallel(const DeviceMesh& mesh, ParameterPlacements& placements,
+               DataParallelOptions options);
+  ~DataParallel();
   DataParallel(const DataParallel&) = delete;
   DataParallel& operator=(const DataParallel&) = delete;
 
-  void wrap(const std::vector<models::Module*>& modules, bool reshard_after_forward) override;
+  // See models::ParallelContext::fully_shard.
+  void wrap(const std::vector<models::Module*>& modules, const models::ShardOptions& options);
 
   // Whether the gradients of the coming backward are the last of the step (gradient
   // accumulation: only then are they summed over the replicate group).
   void set_gradient_sync(bool sync) { sync_ = sync; }
   void finish_backward();
 
-  // Turns the local sum of squared gradient entries into the global one (over the shard group;
-  // replicas hold equal gradients).
-  void reduce_grad_norm_squares(at::Tensor& sum_of_squares) const;
-
-  // Where a parameter (by name) lives: its full shape and the rows this rank holds; nullopt
-  // for names this object does not manage.
-  struct Layout {
-    std::vector<int64_t> full_shape;
-    RowShard rows;  // parts == 1: the whole tensor
-    // Exactly one replica of each shard writes it to checkpoints.
-    bool writer = true;
-  };
-  std::optional<Layout> layout(const std::string& name) const;
-  // The full tensor of parameter `name` (or of a tensor laid out like it, e.g. its optimizer
-  // state), gathered over the shard group: a collective, every rank calls it in the same order.
-  at::Tensor gather_full(const std::string& name, const at::Tensor& local) const;
-
-  const DataParallelGroups& groups() const { return groups_; }
-  bool sharded() const { return groups_.shard->size() > 1; }
+  bool sharded() const { return shard_->size() > 1; }
 
  private:
   struct Param;
@@ -85,7 +73,9 @@ class DataParallel : public models::DataParallelWrapper {
   void reduce(Unit& unit);
   Unit* neighbour(const Unit& unit, int step) const;
 
-  DataParallelGroups groups_;
+  std::shared_ptr<Group> shard_;      // dp_shard: parameters are sharded over it
+  std::shared_ptr<Group> replicate_;  // dp_replicate: gradients are all-reduced over it
+  ParameterPlacements& placements_;
   DataParallelOptions options_;
   bool sync_ = true;
   std::vector<std::unique_ptr<Unit>> units_;

@@ -134,6 +134,43 @@ Group::Pending Group::all_reduce_async(std::vector<at::Tensor>& tensors, ReduceO
   });
 }
 
+Group::Pending Group::all_to_all_async(at::Tensor& output, at::Tensor& input,
+                                       const std::vector<int64_t>& output_splits,
+                                       const std::vector<int64_t>& input_splits) {
+  const size_t n = impl_->global_ranks.size();
+  TITAN_CHECK((output_splits.empty() || output_splits.size() == n) &&
+                  (input_splits.empty() || input_splits.size() == n),
+              "all_to_all on group ", impl_->name, ": split sizes must have one entry per member (",
+              n, ")");
+  if (!impl_->backend) {
+    output.copy_(input);
+    return {};
+  }
+  return launch(*impl_, "all_to_all", [&] {
+    std::vector<int64_t> out_splits = output_splits, in_splits = input_splits;
+    c10d::AllToAllOptions options;
+    return impl_->backend->alltoall_base(output, input, out_splits, in_splits, options);
+  });
+}
+
+void Group::all_to_all(at::Tensor& output, at::Tensor& input,
+                       const std::vector<int64_t>& output_splits,
+                       const std::vector<int64_t>& input_splits) {
+  all_to_all_async(output, input, output_splits, input_splits).wait();
+}
+
+std::vector<at::Tensor> Group::all_gather(const at::Tensor& input) {
+  const int64_t n = size();
+  std::vector<int64_t> shape = input.sizes().vec();
+  shape.insert(shape.begin(), n);
+  std::vector<at::Tensor> outputs{at::empty(shape, input.options())};
+  std::vector<at::Tensor> inputs{input.contiguous().unsqueeze(0)};
+  all_gather_async(outputs, inputs).wait();
+  std::vector<at::Tensor> out;
+  for (int64_t m = 0; m < n; ++m) out.push_back(outputs[0][m]);
+  return out;
+}
+
 void Group::all_reduce(std::vector<at::Tensor>& tensors, ReduceOp op) {
   all_reduce_async(tensors, op).wait();
 }

@@ -53,6 +53,18 @@ class Group {
   // inputs[i].
   Pending reduce_scatter_async(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs);
   Pending all_reduce_async(std::vector<at::Tensor>& tensors, ReduceOp op = ReduceOp::kSum);
+  // output [sum(output_splits), ...] gets, in rank order, input_splits[rank] rows of every
+  // member's input [sum(input_splits), ...] (rows sent to member m: its input_splits[m]).
+  // Empty splits mean equal splits. Every member's output_splits[m] must equal what member m
+  // sends it (exchange the counts first, with equal splits, when they are not known).
+  Pending all_to_all_async(at::Tensor& output, at::Tensor& input,
+                           const std::vector<int64_t>& output_splits = {},
+                           const std::vector<int64_t>& input_splits = {});
+  void all_to_all(at::Tensor& output, at::Tensor& input,
+                  const std::vector<int64_t>& output_splits = {},
+                  const std::vector<int64_t>& input_splits = {});
+  // Every member's `input` (same shape and dtype on every member), in rank order.
+  std::vector<at::Tensor> all_gather(const at::Tensor& input);
 
   void all_reduce(std::vector<at::Tensor>& tensors, ReduceOp op = ReduceOp::kSum);
   void all_reduce(at::Tensor& tensor, ReduceOp op = ReduceOp::kSum);

@@ -1,40 +1,71 @@
-// ParallelDims: how the world is laid out for data parallelism (torchtitan's ParallelDims),
-// and the process groups of that layout.
+// ParallelDims: the degrees of every parallelism and how they lay the world out
+// (torchtitan's ParallelDims). Torch-free: the mesh it describes is built into process groups by
+// device_mesh.h.
 //
-// Ranks form a [replicate, shard] mesh, row-major: rank = replicate_index * shard + shard_index.
-// The shard group (FSDP) is a row, the replicate group (DDP, or HSDP's outer dimension) a
-// column, and the data-parallel group is every rank. Tensor, pipeline, context and expert
-// parallelism are not built yet: a degree > 1 is a clear error.
+// Ranks form a mesh of five dimensions, outermost first, row-major (tp varies fastest):
+//   pp x dp_replicate x dp_shard x cp x tp
+// Expert parallelism adds no ranks: its dimension "ep" borrows them from dp_shard x cp x tp
+// (flattened in that order, as torchtitan does with expert tensor parallelism 1): the ep group
+// is `ep` consecutive ranks of that flattening, and "efsdp" (the FSDP group of expert weights)
+// is what is left of it, dp_shard x cp x tp / ep ranks. So experts are sharded over ep and then
+// FSDP-sharded over efsdp, while dense weights are FSDP-sharded over dp_shard.
+//
+// The groups of this layout, by name (MeshLayout::group_names()):
+//   world, pp, dp_replicate, dp_shard, dp (dp_replicate x dp_shard: the ranks that read
+//   different batch rows), cp, tp, ep, efsdp.
 #pragma once
 
-#include <memory>
+#include <cstdint>
+#include <string>
+#include <vector>
 
 #include "titan/config/trainer_config.h"
-#include "titan/distributed/world.h"
 
 namespace titan::distributed {
 
 struct ParallelDims {
-  int64_t replicate = 1;
-  int64_t shard = 1;
+  int64_t pp = 1;
+  int64_t dp_replicate = 1;
+  int64_t dp_shard = 1;
+  int64_t cp = 1;
+  int64_t tp = 1;
+  int64_t ep = 1;
   int64_t world_size = 1;
 
-  int64_t dp_size() const { return replicate * shard; }
+  int64_t dp_size() const { return dp_replicate * dp_shard; }
   bool data_parallel() const { return dp_size() > 1; }
+  // The ranks expert weights are FSDP-sharded over, once ep has taken its share.
+  int64_t efsdp() const { return dp_shard * cp * tp / ep; }
+  // {"pp": 1, "dp_replicate": 2, ...}: for the checkpoint manifest and the startup log.
+  std::vector<std::pair<std::string, int64_t>> named() const;
 };
 
-// Resolves data_parallel_shard_degree -1 and checks the degrees against the world size; throws
-// naming the degrees for a product that is not the world size or an unsupported degree > 1.
+// Reads the parallelism section against the world size: resolves data_parallel_shard_degree -1,
+// refuses degrees whose parallelism is not built yet (one message, one place), then checks the
+// product against the world size with one error naming every degree.
 ParallelDims make_parallel_dims(const config::ParallelismConfig& config, int64_t world_size);
 
-struct DataParallelGroups {
-  std::shared_ptr<Group> dp;         // every data-parallel rank
-  std::shared_ptr<Group> shard;      // this rank's row: parameters are sharded over it
-  std::shared_ptr<Group> replicate;  // this rank's column: gradients are all-reduced over it
-  int64_t dp_rank = 0;               // this rank's index in dp (which rows of a batch it takes)
-};
+// Where each rank sits in the mesh of `dims`, and the members of each named group. Pure
+// arithmetic over ranks: every rank computes the same answers.
+class MeshLayout {
+ public:
+  explicit MeshLayout(const ParallelDims& dims);
 
-// Creates the groups of `dims` on every rank (collective over the world).
-DataParallelGroups make_data_parallel_groups(World& world, const ParallelDims& dims);
+  static const std::vector<std::string>& group_names();
+  const ParallelDims& dims() const { return dims_; }
+  // The global ranks of `group` that hold `rank`, ascending; throws naming an unknown group.
+  std::vector<int64_t> members(const std::string& group, int64_t rank) const;
+  // `rank`'s place among them (its coordinate on that dimension).
+  int64_t index_in(const std::string& group, int64_t rank) const;
+  int64_t size_of(const std::string& group) const;
+  // Every distinct group of that name, each as its ascending ranks, in ascending order of their
+  // first rank: the order in which every rank creates them.
+  std::vector<std::vector<int64_t>> all_groups(const std::string& group) const;
+
+ private:
+  // The coordinates that stay fixed within a group of that name.
+  std::vector<int64_t> key(const std::string& group, int64_t rank) const;
+  ParallelDims dims_;
+};
 
 }  // namespace titan::distributed

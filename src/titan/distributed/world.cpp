@@ -98,8 +98,8 @@ World::~World() {
   world_.reset();
 }
 
-std::shared_ptr<Group> World::new_group(const std::string& name,
-                                        const std::vector<int64_t>& ranks) {
+std::shared_ptr<Group> World::new_group(const std::string& name, const std::vector<int64_t>& ranks,
+                                        bool cpu) {
   auto position = std::find(ranks.begin(), ranks.end(), env_.rank);
   TITAN_CHECK(position != ranks.end(), "rank ", env_.rank, " is not a member of group ", name);
   if (ranks.size() == 1) {
@@ -112,7 +112,7 @@ std::shared_ptr<Group> World::new_group(const std::string& name,
   impl->rank = position - ranks.begin();
   const int size = static_cast<int>(ranks.size());
   auto prefixed = c10::make_intrusive<c10d::PrefixStore>("titan/group/" + name, state_->store);
-  if (options_.cuda) {
+  if (options_.cuda && !cpu) {
     impl->backend = make_nccl_backend(prefixed, static_cast<int>(impl->rank), size,
                                       options_.device_index, options_.init_timeout);
   } else {

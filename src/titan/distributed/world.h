@@ -35,8 +35,11 @@ class World {
 
   const std::shared_ptr<Group>& world_group() const { return world_; }
   // The group of `ranks` (global, ascending, this rank among them); every member calls this
-  // with the same name and ranks, in the same order relative to other new_group calls.
-  std::shared_ptr<Group> new_group(const std::string& name, const std::vector<int64_t>& ranks);
+  // with the same name and ranks, in the same order relative to other new_group calls. With
+  // `cpu` the group runs Gloo on CPU tensors even when the job runs NCCL (the data loader's
+  // exchanges of token ids).
+  std::shared_ptr<Group> new_group(const std::string& name, const std::vector<int64_t>& ranks,
+                                   bool cpu = false);
 
   // From here on every group uses the train timeout (the first steps used the init timeout).
   void use_train_timeout();

@@ -17,8 +17,8 @@
 
 #include "titan/common/named_tensors.h"
 #include "titan/config/trainer_config.h"
-#include "titan/models/data_parallel.h"
 #include "titan/models/model.h"
+#include "titan/models/parallel_context.h"
 
 namespace titan::kernels {
 class OverrideResolver;
@@ -55,7 +55,7 @@ struct BuildOptions {
 struct OptimizerHooks {
   // Registers `hook` to run after every optimizer step.
   std::function<void(std::function<void()> hook)> add_step_post_hook;
-  // Sums a tensor in place over the data-parallel ranks (a no-op on one process).
+  // Sums a tensor in place over the data-parallel ranks (unset on one process).
   std::function<void(at::Tensor& tensor)> all_reduce_sum;
 };
 
@@ -80,10 +80,9 @@ struct ModelSpec {
                                        const std::string& source_path, const BuildOptions&)>
       build_from_hf_config;
   // Applied by the trainer after building and before the optimizer exists: activation
-  // checkpointing, then the data-parallel units through `data_parallel` (nullptr on one
-  // process), all as wrappers of the model's modules.
-  std::function<void(Model&, const config::TrainerConfig&, DataParallelWrapper* data_parallel)>
-      parallelize;
+  // checkpointing, then each parallelism through `parallel` (parallel_context.h), all as
+  // wrappers of the model's modules. On one process every degree of `parallel` is 1.
+  std::function<void(Model&, const config::TrainerConfig&, ParallelContext& parallel)> parallelize;
   // Called once the optimizer exists (e.g. the MoE expert-bias update after every step).
   std::function<void(Model&, const OptimizerHooks&)> post_optimizer_build;
   StateDictAdapter adapter;

@@ -35,8 +35,8 @@ ModelSpec transformers_backend_spec() {
                                  const BuildOptions& opts) {
     return backend().build_from_hf_config(config, source, opts);
   };
-  spec.parallelize = [](Model& model, const config::TrainerConfig& cfg, DataParallelWrapper* dp) {
-    backend().parallelize(model, cfg, dp);
+  spec.parallelize = [](Model& model, const config::TrainerConfig& cfg, ParallelContext& parallel) {
+    backend().parallelize(model, cfg, parallel);
   };
   spec.post_optimizer_build = [](Model& model, const OptimizerHooks& hooks) {
     backend().post_optimizer_build(model, hooks);

@@ -1,8 +1,43 @@
 #include "titan/train/distributed_setup.h"
 
+#include <algorithm>
+
 #include "titan/train/precision.h"
 
 namespace titan::train {
+namespace {
+
+// Byte strings of any length over a group: their lengths first, then the bytes padded to the
+// longest.
+class GroupDocumentExchange : public data::DocumentExchange {
+ public:
+  explicit GroupDocumentExchange(std::shared_ptr<distributed::Group> group)
+      : group_(std::move(group)) {}
+  int64_t rank() const override { return group_->rank(); }
+  int64_t size() const override { return group_->size(); }
+
+  std::vector<std::string> all_gather(const std::string& mine) override {
+    const at::Tensor length = at::tensor({static_cast<int64_t>(mine.size())}, at::kLong);
+    const std::vector<at::Tensor> lengths = group_->all_gather(length);
+    int64_t longest = 0;
+    for (const at::Tensor& l : lengths) longest = std::max(longest, l.item<int64_t>());
+    at::Tensor bytes = at::zeros({longest}, at::kByte);
+    std::copy(mine.begin(), mine.end(), reinterpret_cast<char*>(bytes.data_ptr<uint8_t>()));
+    const std::vector<at::Tensor> all = group_->all_gather(bytes);
+    std::vector<std::string> out;
+    for (size_t m = 0; m < all.size(); ++m) {
+      const at::Tensor piece = all[m].contiguous();
+      const char* data = reinterpret_cast<const char*>(piece.data_ptr<uint8_t>());
+      out.emplace_back(data, data + lengths[m].item<int64_t>());
+    }
+    return out;
+  }
+
+ private:
+  std::shared_ptr<distributed::Group> group_;
+};
+
+}  // namespace
 
 DistributedSetup check_distributed_layout(const config::TrainerConfig& cfg) {
   DistributedSetup setup;
@@ -20,14 +55,23 @@ void connect(DistributedSetup& setup, const config::TrainerConfig& cfg, const Pr
   options.train_timeout = std::chrono::seconds(cfg.comm.train_timeout_seconds);
   setup.world = std::make_unique<distributed::World>(setup.env, options);
   distributed::check_same_config_on_every_rank(*setup.world, config_text);
-  setup.groups = distributed::make_data_parallel_groups(*setup.world, setup.dims);
-  if (setup.dims.data_parallel()) {
-    distributed::DataParallelOptions dp;
-    dp.param_dtype = precision.compute_dtype;
-    dp.reduce_dtype =
-        dtype_from_name(cfg.training.mixed_precision_reduce, "training.mixed_precision_reduce");
-    setup.data_parallel = std::make_unique<distributed::DataParallel>(setup.groups, dp);
-  }
+}
+
+std::unique_ptr<distributed::MeshContext> build_parallel_context(DistributedSetup& setup,
+                                                                 const config::TrainerConfig& cfg,
+                                                                 const Precision& precision) {
+  auto mesh = setup.env.multi_process()
+                  ? std::make_unique<distributed::DeviceMesh>(*setup.world, setup.dims)
+                  : std::make_unique<distributed::DeviceMesh>(setup.dims);
+  distributed::DataParallelOptions dp;
+  dp.param_dtype = precision.compute_dtype;
+  dp.reduce_dtype =
+      dtype_from_name(cfg.training.mixed_precision_reduce, "training.mixed_precision_reduce");
+  return std::make_unique<distributed::MeshContext>(std::move(mesh), dp);
+}
+
+std::shared_ptr<data::DocumentExchange> document_exchange(const distributed::DeviceMesh& mesh) {
+  return std::make_shared<GroupDocumentExchange>(mesh.group("data"));
 }
 
 }  // namespace titan::train

@@ -70,7 +70,13 @@ double clip_grad_norm(const std::vector<at::Tensor>& params, double max_norm,
   at::NoGradGuard no_grad;
   at::Tensor squares = total_grad_squares(params).reshape({1});
   if (reduce_squares) reduce_squares(squares);
-  const at::Tensor norm = squares.sqrt().reshape({}).to(at::kFloat);
+  return clip_grad_norm_with_squares(params, max_norm, squares);
+}
+
+double clip_grad_norm_with_squares(const std::vector<at::Tensor>& params, double max_norm,
+                                   const at::Tensor& global_squares) {
+  at::NoGradGuard no_grad;
+  const at::Tensor norm = global_squares.sqrt().reshape({}).to(at::kFloat);
   if (max_norm <= 0) return norm.item<double>();
   const at::Tensor coef = clip_coefficient(max_norm, norm);
   // One host read for both; the caller logs the norm anyway. Scaling by a coefficient of

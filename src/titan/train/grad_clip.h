@@ -32,5 +32,9 @@ void clip_grads_with_norm(const std::vector<at::Tensor>& params, double max_norm
 // place) before the square root: the global norm of gradients sharded over ranks.
 double clip_grad_norm(const std::vector<at::Tensor>& params, double max_norm,
                       const std::function<void(at::Tensor&)>& reduce_squares = nullptr);
+// The same from the global sum of squares already computed (a float64 tensor of one entry, e.g.
+// grad_norm.h's, which sums each placement's squares over its own groups).
+double clip_grad_norm_with_squares(const std::vector<at::Tensor>& params, double max_norm,
+                                   const at::Tensor& global_squares);
 
 }  // namespace titan::train

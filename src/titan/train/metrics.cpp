@@ -94,6 +94,7 @@ void MetricsLogger::log(const StepMetrics& m) {
   j["memory_reserved_gib"] = m.memory_reserved_gib;
   j["skipped_steps"] = m.skipped_steps;
   j["data_loading_s"] = m.data_loading_s;
+  j["data_documents_read"] = m.documents_read;
   if (m.validation_loss) j["validation_metrics/loss"] = *m.validation_loss;
   jsonl_ << j.dump() << "\n";
   jsonl_.flush();

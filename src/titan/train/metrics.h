@@ -28,6 +28,7 @@ struct StepMetrics {
   double data_loading_s = 0;              // the step's wait for its batches (torchtitan's
                                           // data_loading time)
   std::optional<double> validation_loss;  // when the validator ran at this step
+  int64_t documents_read = 0;             // documents this rank read (tokenized) so far
 };
 
 // Peak memory of this process on `device`, in GiB, and as a percentage of the total.

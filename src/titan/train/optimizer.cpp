@@ -4,12 +4,14 @@
 #include <cmath>
 
 #include <map>
+#include <optional>
 #include <set>
 #include <tuple>
 
 #include "titan/common/error.h"
 #include "titan/common/strings.h"
 #include "titan/config/validate.h"
+#include "titan/train/optimizer_state_names.h"
 
 namespace titan::train {
 
@@ -140,9 +142,9 @@ NamedTensors AdamW::state() const {
     const Slot& s = slots_[i];
     if (!s.exp_avg.defined()) continue;
     const std::string& name = params_[i].first;
-    out.emplace_back(name + ".exp_avg", s.exp_avg);
-    out.emplace_back(name + ".exp_avg_sq", s.exp_avg_sq);
-    out.emplace_back(name + ".step", s.step);
+    out.emplace_back(optimizer_state::key(name, optimizer_state::kExpAvg), s.exp_avg);
+    out.emplace_back(optimizer_state::key(name, optimizer_state::kExpAvgSq), s.exp_avg_sq);
+    out.emplace_back(optimizer_state::key(name, optimizer_state::kStep), s.step);
   }
   return out;
 }
@@ -153,12 +155,11 @@ void AdamW::load_state(const NamedTensors& state) {
   // "<param>.<field>" -> tensor, checked for unknown names first.
   std::map<size_t, std::map<std::string, at::Tensor>> fields;
   for (const auto& [key, tensor] : state) {
-    const size_t dot = key.rfind('.');
-    const std::string field = dot == std::string::npos ? "" : key.substr(dot + 1);
-    TITAN_CHECK(field == "exp_avg" || field == "exp_avg_sq" || field == "step",
-                "optimizer state: unknown tensor '", key,
+    const std::optional<optimizer_state::Key> parsed = optimizer_state::parse(key);
+    TITAN_CHECK(parsed, "optimizer state: unknown tensor '", key,
                 "'; expected <param>.exp_avg, <param>.exp_avg_sq or <param>.step");
-    const auto it = index.find(key.substr(0, dot));
+    const std::string& field = parsed->field;
+    const auto it = index.find(parsed->param);
     TITAN_CHECK(it != index.end(), "optimizer state: tensor '", key,
                 "' names no parameter of this model");
     TITAN_CHECK(tensor.defined(), "optimizer state: tensor '", key, "' is undefined");
@@ -168,19 +169,22 @@ void AdamW::load_state(const NamedTensors& state) {
   for (auto& [i, f] : fields) {
     const std::string& name = params_[i].first;
     const at::Tensor& p = params_[i].second;
-    for (const char* needed : {"exp_avg", "exp_avg_sq", "step"})
+    for (const std::string& needed : optimizer_state::fields())
       TITAN_CHECK(f.count(needed), "optimizer state: '", name, ".", needed, "' is missing");
-    for (const char* moment : {"exp_avg", "exp_avg_sq"})
-      TITAN_CHECK(f[moment].sizes() == p.sizes(), "optimizer state: '", name, ".", moment,
-                  "' has shape ", shape_to_string(f[moment].sizes()), " but the parameter has ",
+    for (const std::string& field : optimizer_state::fields()) {
+      if (!optimizer_state::is_moment(field)) continue;
+      TITAN_CHECK(f[field].sizes() == p.sizes(), "optimizer state: '", name, ".", field,
+                  "' has shape ", shape_to_string(f[field].sizes()), " but the parameter has ",
                   shape_to_string(p.sizes()));
-    TITAN_CHECK(f["step"].numel() == 1, "optimizer state: '", name,
-                ".step' must be a scalar, got shape ", shape_to_string(f["step"].sizes()));
+    }
+    const at::Tensor& step = f[optimizer_state::kStep];
+    TITAN_CHECK(step.numel() == 1, "optimizer state: '", name,
+                ".step' must be a scalar, got shape ", shape_to_string(step.sizes()));
     init_slot(i);
     Slot& s = slots_[i];
-    s.exp_avg.copy_(f["exp_avg"]);
-    s.exp_avg_sq.copy_(f["exp_avg_sq"]);
-    s.step.copy_(f["step"].reshape({}));
+    s.exp_avg.copy_(f[optimizer_state::kExpAvg]);
+    s.exp_avg_sq.copy_(f[optimizer_state::kExpAvgSq]);
+    s.step.copy_(step.reshape({}));
   }
 }
 

@@ -20,9 +20,11 @@
 #include "titan/kernels/override_resolver.h"
 #include "titan/models/model_spec.h"
 #include "titan/train/checkpoint_manager.h"
+#include "titan/train/checkpoint_parts.h"
 #include "titan/train/distributed_setup.h"
 #include "titan/train/final_export.h"
 #include "titan/train/grad_clip.h"
+#include "titan/train/grad_norm.h"
 #include "titan/train/initial_load.h"
 #include "titan/train/kernel_overrides.h"
 #include "titan/train/loader_options.h"
@@ -30,9 +32,9 @@
 #include "titan/train/lr_scheduler.h"
 #include "titan/train/metrics.h"
 #include "titan/train/optimizer.h"
+#include "titan/train/placed_layout.h"
 #include "titan/train/precision.h"
 #include "titan/train/progress_line.h"
-#include "titan/train/sharded_layout.h"
 #include "titan/train/step_profiler.h"
 #include "titan/train/stop_request.h"
 #include "titan/train/validator.h"
@@ -58,47 +60,26 @@ std::string tensorboard_folder(const config::TrainerConfig& cfg) {
   return (std::filesystem::path(cfg.job.dump_folder) / cfg.metrics.save_tb_folder).string();
 }
 
-// One training run, set up in torchtitan's order: the other ranks, data, model (with its
-// kernels resolved), loss, parallelize, optimizer, post_optimizer_build, schedule, then what
-// to start from.
+// One training run. The set-up is one readable sequence, in torchtitan's order (each step a
+// method below): connect the ranks, build the mesh, the data, the model (its kernels resolved)
+// and the loss, apply the overrides, parallelize, build the optimizer and schedule, declare the
+// checkpoint's parts, then restore what to start from.
 class Trainer {
  public:
-  Trainer(const config::TrainerConfig& cfg, DistributedSetup& dist)
-      : cfg_(cfg),
-        dist_(dist),
-        precision_(resolve_precision(cfg.training, dist.env.local_rank)),
-        connected_(connect_ranks()),
-        overrides_(make_override_resolver(cfg, precision_)),
-        tokenizer_(std::make_shared<const data::Tokenizer>(
-            data::Tokenizer::from_directory(cfg.model.hf_assets_path))),
-        loader_(tokenizer_, cfg.training.dataset_path,
-                loader_options(cfg, tokenizer_->token_to_id(cfg.training.eos_token))),
-        spec_(models::get_model_spec(cfg.model.name)),
-        model_(build_model()),
-        loss_(*model_, &overrides_),
-        optimizer_(parallelize_then_params(), cfg.optimizer),
-        scheduler_(cfg.lr_scheduler, cfg.training.steps, cfg.optimizer.lr),
-        layout_(dist.data_parallel.get(), dist.rank()),
-        checkpoints_(cfg, spec_, *model_, optimizer_, loader_, layout_, save_coordination()),
-        metrics_(cfg.job.dump_folder, /*enabled=*/dist.rank() == 0, tensorboard_folder(cfg)),
-        validator_(cfg, tokenizer_, tokenizer_->token_to_id(cfg.training.eos_token), dist.dp_size(),
-                   dist.dp_rank()),
-        progress_(std::cout, /*enabled=*/dist.rank() == 0),
-        profiler_(cfg, dist.rank(), precision_.device) {
-    micro_batches_ = micro_batches_per_step(cfg.training, dist_.dp_size());
-    if (spec_.post_optimizer_build) {
-      models::OptimizerHooks hooks;
-      hooks.add_step_post_hook = [this](std::function<void()> hook) {
-        optimizer_.add_step_post_hook(std::move(hook));
-      };
-      if (dist_.dp_size() > 1)
-        hooks.all_reduce_sum = [this](at::Tensor& t) { dist_.all_reduce_dp(t); };
-      spec_.post_optimizer_build(*model_, hooks);
-    }
-    for (auto& [name, p] : model_->named_parameters()) params_.push_back(p);
-    log_model_state_size();
-    peak_flops_ = device_peak_flops(precision_.device);
-    first_step_ = load_initial_state(cfg, spec_, *model_, checkpoints_, layout_) + 1;
+  explicit Trainer(const config::TrainerConfig& cfg) : cfg_(cfg) {
+    dist_ = check_distributed_layout(cfg);
+    precision_ = resolve_precision(cfg.training, dist_.env.local_rank);
+    connect_ranks();
+    build_mesh();
+    build_data();
+    build_model();
+    build_loss();
+    apply_overrides();
+    parallelize();
+    build_optimizer();
+    build_checkpointing();
+    restore();
+    stop_.emplace();
   }
 
   TrainSummary train() {
@@ -106,56 +87,59 @@ class Trainer {
     summary.last_step = first_step_ - 1;
     for (int64_t step = first_step_; step <= cfg_.training.steps; ++step) {
       const auto start = Clock::now();
-      const nlohmann::json loader_before = loader_.state();
+      const nlohmann::json loader_before = loader_->state();
       StepResult result;
       try {
-        profiler_.begin_step(step);
+        profiler_->begin_step(step);
         result = train_step(step);
-        const std::string trace = profiler_.end_step(step);
+        const std::string trace = profiler_->end_step(step);
         if (!trace.empty() && dist_.rank() == 0) {
-          progress_.clear();
+          progress_->clear();
           std::cout << "[titan] profiled step " << step << ": " << trace << std::endl;
         }
       } catch (const data::DataReadError&) {
         // Nothing of this step reached the weights (its batches are read first): keep the
         // state after the previous step, with the data where this step began.
-        progress_.clear();
+        progress_->clear();
         // (Unless this run has trained no step yet, or step - 1 is saved on the interval.)
         if (step - 1 >= first_step_ && (step - 1) % cfg_.checkpoint.interval != 0)
-          checkpoints_.save_before_stopping(step - 1, loader_before);
+          save_before_stopping(step - 1, loader_before);
         throw;
       }
       summary.losses.push_back(result.loss);
       summary.last_step = step;
       const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
       std::optional<double> validation_loss;
-      if (validator_.due(step)) validation_loss = validate(step);
+      if (validator_->due(step)) validation_loss = validate(step);
       if (step == 1 || step % cfg_.metrics.log_freq == 0 || step == cfg_.training.steps ||
           validation_loss) {
-        progress_.clear();
+        progress_->clear();
         log_step(step, result, seconds, validation_loss);
       } else {
-        progress_.update(step, cfg_.training.steps, seconds);
+        progress_->update(step, cfg_.training.steps, seconds);
       }
       if (cfg_.debug.step_delay_ms > 0)
         std::this_thread::sleep_for(std::chrono::milliseconds(cfg_.debug.step_delay_ms));
       // Every rank stops after the same step: the first to see a signal decides for all.
       const bool stopping = stop_agreed();
-      checkpoints_.maybe_save(step, /*last=*/step == cfg_.training.steps || stopping);
+      checkpoints_->maybe_save(step, /*last=*/step == cfg_.training.steps || stopping);
       // The first step may be slow (allocation, first collectives): it had the init timeout.
       if (step == first_step_ && dist_.world) dist_.world->use_train_timeout();
       if (stopping && step < cfg_.training.steps) {
-        summary.stop_signal = stop_.signal() != 0 ? stop_.signal() : -1;
+        summary.stop_signal = stop_->signal() != 0 ? stop_->signal() : -1;
         break;
       }
     }
-    progress_.clear();
-    checkpoints_.finish();
-    if (cfg_.checkpoint.enable) summary.checkpoint_dir = checkpoints_.step_dir(summary.last_step);
+    progress_->clear();
+    // Every rank says how much of the data it read itself (shared reading splits it).
+    std::cout << "[titan] rank " << dist_.rank() << " of " << dist_.env.world_size << " read "
+              << loader_->documents_read() << " documents" << std::endl;
+    checkpoints_->finish();
+    if (cfg_.checkpoint.enable) summary.checkpoint_dir = checkpoints_->step_dir(summary.last_step);
     // A stopped run is not finished: its final export waits for the resumed run's end.
     if (summary.stop_signal == 0)
       summary.hf_export_dir =
-          export_hf_if_requested(cfg_, spec_, *model_, summary.last_step, layout_);
+          export_hf_if_requested(cfg_, *spec_, *model_, summary.last_step, *layout_);
     summary.skipped_steps = skipped_steps_;
     return summary;
   }
@@ -169,45 +153,146 @@ class Trainer {
 
   // Whether a stop was requested on any rank (one tiny all-reduce per step when distributed).
   bool stop_agreed() {
-    const double here = stop_.signal() != 0 ? 1.0 : 0.0;
+    const double here = stop_->signal() != 0 ? 1.0 : 0.0;
     if (dist_.env.world_size == 1) return here > 0;
-    return sum_over_dp(here) > 0;
+    at::Tensor t = at::tensor({here}, at::TensorOptions(precision_.device).dtype(at::kDouble));
+    parallel_->mesh()["world"].all_reduce(t);
+    return t.item<double>() > 0;
   }
 
   // The validator's held-out loss, logged as torchtitan does.
   double validate(int64_t step) {
-    const double loss = validator_.run(
+    const double loss = validator_->run(
         [this](const data::Batch& batch) {
           const at::Tensor inputs = batch.inputs.to(precision_.device);
           const at::Tensor labels = batch.labels.to(precision_.device);
           const models::ModelOutput out =
               model_->forward_packed(inputs, packed_documents(batch, precision_.device));
-          return std::pair<double, double>{loss_.sum(out.hidden, labels).item<double>(),
+          return std::pair<double, double>{loss_->sum(out.hidden, labels).item<double>(),
                                            static_cast<double>(count_valid_tokens(batch.labels))};
         },
         [this](double v) { return sum_over_dp(v); });
-    progress_.clear();
+    progress_->clear();
     if (dist_.rank() == 0) std::cout << format_validation_line(step, loss) << std::endl;
     return loss;
   }
 
-  std::unique_ptr<models::Model> build_model() {
+  // ---- set-up, in order ----------------------------------------------------------------
+
+  // Rendezvous with the other ranks (a world of one alone), which must have resolved the same
+  // config.
+  void connect_ranks() { connect(dist_, cfg_, precision_, config::to_toml(cfg_)); }
+
+  // The device mesh and its groups (a collective), and the context parallelize receives.
+  void build_mesh() {
+    parallel_ = build_parallel_context(dist_, cfg_, precision_);
+    layout_ = std::make_unique<PlacedLayout>(*parallel_);
+  }
+
+  // The tokenizer and the loader of this rank's rows; the data-parallel ranks share the
+  // reading (each tokenizes about 1/dp of the documents), and the rows of a step are the same
+  // whatever the layout.
+  void build_data() {
+    tokenizer_ = std::make_shared<const data::Tokenizer>(
+        data::Tokenizer::from_directory(cfg_.model.hf_assets_path));
+    const int32_t eos = tokenizer_->token_to_id(cfg_.training.eos_token);
+    data::LoaderOptions options = loader_options(cfg_, eos);
+    options.row_rank = dp_rank();
+    options.row_ranks = dp_size();
+    if (dp_size() > 1) options.exchange = document_exchange(parallel_->mesh());
+    loader_.emplace(tokenizer_, cfg_.training.dataset_path, options);
+    validator_.emplace(cfg_, tokenizer_, eos, dp_size(), dp_rank());
+    micro_batches_ = micro_batches_per_step(cfg_.training, dp_size());
+  }
+
+  // The model, built whole on every rank (parallelize splits it), with the implementation of
+  // every overridable op chosen at its call site.
+  void build_model() {
+    overrides_.emplace(make_override_resolver(cfg_, precision_));
+    spec_ = &models::get_model_spec(cfg_.model.name);
     models::BuildOptions build;
     build.device = precision_.device;
     build.param_dtype = precision_.param_dtype;
     build.compute_dtype = precision_.compute_dtype;
     build.seed = static_cast<uint64_t>(cfg_.training.seed);
-    build.overrides = &overrides_;
-    std::unique_ptr<models::Model> model = spec_.build(cfg_, build);
-    const int64_t model_vocab = model->output_weight().size(0);
+    build.overrides = &*overrides_;
+    model_ = spec_->build(cfg_, build);
+    const int64_t model_vocab = model_->output_weight().size(0);
     TITAN_CHECK(tokenizer_->vocab_size() <= model_vocab, "the tokenizer in ",
                 cfg_.model.hf_assets_path, " has ", tokenizer_->vocab_size(),
                 " tokens but the model's vocabulary is ", model_vocab);
-    // Counted on the whole model, before data parallelism shards it.
-    if (spec_.flops_per_token)
-      flops_per_token_ = spec_.flops_per_token(*model, cfg_.training.seq_len);
-    return model;
+    // Counted on the whole model, before parallelism splits it.
+    if (spec_->flops_per_token)
+      flops_per_token_ = spec_->flops_per_token(*model_, cfg_.training.seq_len);
   }
+
+  // The loss, which resolves the cross_entropy kernel of the head.
+  void build_loss() { loss_.emplace(*model_, &*overrides_); }
+
+  // Every call site is resolved: check the override claims and log them.
+  void apply_overrides() {
+    overrides_->finish();
+    for (const std::string& line : overrides_->summary(/*include_reference=*/false))
+      std::cout << "[override] " << line << std::endl;
+  }
+
+  // The spec's wrappers: activation checkpointing and each parallelism, through the context.
+  void parallelize() {
+    TITAN_CHECK(!parallel_->dims().data_parallel() || spec_->parallelize, "model '", spec_->name,
+                "' has no parallelize step, so it cannot train data-parallel");
+    if (spec_->parallelize) spec_->parallelize(*model_, cfg_, *parallel_);
+  }
+
+  // The optimizer over the tensors the parallelized model trains (after parallelize, as in
+  // torchtitan), the spec's post-optimizer hooks, the schedule and the gradient norm.
+  void build_optimizer() {
+    const NamedTensors params = model_->named_parameters();
+    optimizer_.emplace(params, cfg_.optimizer);
+    for (const auto& [name, p] : params) params_.push_back(p);
+    grad_squares_.emplace(params, parallel_->placements(), parallel_->mesh());
+    if (spec_->post_optimizer_build) {
+      models::OptimizerHooks hooks;
+      hooks.add_step_post_hook = [this](std::function<void()> hook) {
+        optimizer_->add_step_post_hook(std::move(hook));
+      };
+      if (dp_size() > 1)
+        hooks.all_reduce_sum = [this](at::Tensor& t) { parallel_->mesh()["dp"].all_reduce(t); };
+      spec_->post_optimizer_build(*model_, hooks);
+    }
+    scheduler_.emplace(cfg_.lr_scheduler, cfg_.training.steps, cfg_.optimizer.lr);
+    log_model_state_size();
+    peak_flops_ = device_peak_flops(precision_.device);
+  }
+
+  // The checkpoint's parts, declared once, and what writes the step lines.
+  void build_checkpointing() {
+    model_state_.emplace(*model_, *spec_, cfg_);
+    optimizer_state_.emplace(*optimizer_, *model_);
+    scheduler_state_.emplace(train_state_);
+    loader_state_.emplace(*loader_);
+    checkpoints_.emplace(cfg_,
+                         StatefulParts{{"model", &*model_state_},
+                                       {"optimizer", &*optimizer_state_},
+                                       {"lr_scheduler", &*scheduler_state_},
+                                       {"dataloader", &*loader_state_},
+                                       {"train_state", &train_state_},
+                                       {"rng", &rng_state_}},
+                         *layout_, save_coordination());
+    metrics_.emplace(cfg_.job.dump_folder, /*enabled=*/dist_.rank() == 0, tensorboard_folder(cfg_));
+    progress_.emplace(std::cout, /*enabled=*/dist_.rank() == 0);
+    profiler_.emplace(cfg_, dist_.rank(), precision_.device);
+  }
+
+  // Resume, an initial load, or the fresh model.
+  void restore() {
+    train_state_.step = load_initial_state(cfg_, *spec_, *model_, *checkpoints_, *layout_);
+    first_step_ = train_state_.step + 1;
+  }
+
+  // ---- during training --------------------------------------------------------------------
+
+  int64_t dp_size() const { return parallel_ ? parallel_->dims().dp_size() : dist_.dims.dp_size(); }
+  int64_t dp_rank() const { return parallel_->mesh().coordinate("dp"); }
 
   // How the ranks write one checkpoint together: through the store, into a folder named after
   // this run (rank 0's process id and start time, shared through the store).
@@ -232,41 +317,11 @@ class Trainer {
     return c;
   }
 
-  bool connect_ranks() {
-    connect(dist_, cfg_, precision_, config::to_toml(cfg_));
-    return true;
-  }
-
-  // This rank's rows of the next global batch: every rank reads the same stream, and rank r of
-  // the data-parallel group takes the r-th local batch of every dp_size() in a row, so the
-  // rows of a step do not depend on the layout.
-  data::Batch next_local_batch() {
-    data::Batch mine;
-    for (int64_t r = 0; r < dist_.dp_size(); ++r) {
-      data::Batch batch = loader_.next();
-      if (r == dist_.dp_rank()) mine = std::move(batch);
-    }
-    return mine;
-  }
-
   double sum_over_dp(double value) {
-    if (dist_.dp_size() == 1) return value;
+    if (dp_size() == 1) return value;
     at::Tensor t = at::tensor({value}, at::TensorOptions(precision_.device).dtype(at::kDouble));
-    dist_.all_reduce_dp(t);
+    parallel_->mesh()["dp"].all_reduce(t);
     return t.item<double>();
-  }
-
-  // Runs once the loss has resolved its kernel too: logs the overrides, applies the spec's
-  // wrappers, and hands the optimizer the parameters (the optimizer comes after parallelize,
-  // as in torchtitan, so it holds the tensors the wrapped model trains).
-  NamedTensors parallelize_then_params() {
-    overrides_.finish();
-    for (const std::string& line : overrides_.summary(/*include_reference=*/false))
-      std::cout << "[override] " << line << std::endl;
-    TITAN_CHECK(dist_.data_parallel == nullptr || spec_.parallelize, "model '", spec_.name,
-                "' has no parallelize step, so it cannot train data-parallel");
-    if (spec_.parallelize) spec_.parallelize(*model_, cfg_, dist_.data_parallel.get());
-    return model_->named_parameters();
   }
 
   // loss = summed cross-entropy over the step's valid tokens / their number, accumulated over
@@ -275,15 +330,15 @@ class Trainer {
     std::vector<data::Batch> batches;
     int64_t local_tokens = 0;
     for (int64_t i = 0; i < micro_batches_; ++i) {
-      batches.push_back(next_local_batch());
+      batches.push_back(loader_->next());
       local_tokens += count_valid_tokens(batches.back().labels);
     }
     // The loss is the summed token loss of the whole global batch over its global count.
     const double valid_tokens = sum_over_dp(static_cast<double>(local_tokens));
     TITAN_CHECK(valid_tokens > 0, "step ", step, " has no valid label tokens");
     // Auxiliary losses are means over a rank's tokens: their gradients are averaged.
-    const double extra_scale = static_cast<double>(micro_batches_ * dist_.dp_size());
-    distributed::DataParallel* dp = dist_.data_parallel.get();
+    const double extra_scale = static_cast<double>(micro_batches_ * dp_size());
+    distributed::DataParallel* dp = parallel_->data_parallel_wrapper();
     StepResult result;
     for (size_t i = 0; i < batches.size(); ++i) {
       if (dp) dp->set_gradient_sync(i + 1 == batches.size());
@@ -291,7 +346,7 @@ class Trainer {
       const at::Tensor labels = batches[i].labels.to(precision_.device);
       const models::ModelOutput out =
           model_->forward_packed(inputs, packed_documents(batches[i], precision_.device));
-      at::Tensor loss = loss_.sum(out.hidden, labels) / valid_tokens;
+      at::Tensor loss = loss_->sum(out.hidden, labels) / valid_tokens;
       if (out.extra_loss.defined()) loss = loss + out.extra_loss / extra_scale;
       if (step == cfg_.debug.inject_nonfinite_at_step)
         loss = loss * std::numeric_limits<double>::quiet_NaN();
@@ -300,16 +355,15 @@ class Trainer {
       result.loss += loss.item<double>();
     }
     result.loss = sum_over_dp(result.loss);
-    result.lr = scheduler_.lr_at(step - 1);
+    result.lr = scheduler_->lr_at(step - 1);
     const char* nonfinite = nullptr;  // what was not finite, if anything, and its value
     double value = 0;
     if (!std::isfinite(result.loss)) {
       nonfinite = "loss";
       value = result.loss;
     } else {
-      std::function<void(at::Tensor&)> reduce_squares;
-      if (dp) reduce_squares = [dp](at::Tensor& squares) { dp->reduce_grad_norm_squares(squares); };
-      result.grad_norm = clip_grad_norm(params_, cfg_.training.max_norm, reduce_squares);
+      result.grad_norm =
+          clip_grad_norm_with_squares(params_, cfg_.training.max_norm, (*grad_squares_)());
       if (!std::isfinite(result.grad_norm)) {
         nonfinite = "gradient norm";
         value = result.grad_norm;
@@ -321,20 +375,34 @@ class Trainer {
                   value,
                   "; stopped before updating the weights (lower optimizer.lr, check the "
                   "data, or set training.skip_nonfinite_steps = true to skip such steps)");
-      optimizer_.zero_grad();
+      optimizer_->zero_grad();
       ++skipped_steps_;
       if (dist_.rank() == 0) {
-        progress_.clear();
+        progress_->clear();
         std::cout << "[titan] step " << step << " skipped: the " << nonfinite << " is " << value
                   << " (" << skipped_steps_ << " skipped so far)" << std::endl;
       }
-      checkpoints_.on_step_end(tokens_per_step() * dist_.dp_size());
+      end_step(step);
       return result;
     }
-    optimizer_.step(result.lr);
-    optimizer_.zero_grad();
-    checkpoints_.on_step_end(tokens_per_step() * dist_.dp_size());
+    optimizer_->step(result.lr);
+    optimizer_->zero_grad();
+    end_step(step);
     return result;
+  }
+
+  // The step is done: what the next checkpoint records.
+  void end_step(int64_t step) {
+    train_state_.step = step;
+    train_state_.tokens_seen += tokens_per_step() * dp_size();
+  }
+
+  // The last checkpoint of a run that stops on a data error: step `step` with the data where
+  // the failed step began.
+  void save_before_stopping(int64_t step, const nlohmann::json& loader_position) {
+    loader_state_->save_position(loader_position);
+    checkpoints_->save_now(step);
+    loader_state_->save_position(std::nullopt);
   }
 
   // What this rank holds of the model: data parallelism should bring it close to 1/N.
@@ -342,7 +410,8 @@ class Trainer {
     double bytes = 0;
     for (const at::Tensor& p : params_) bytes += static_cast<double>(p.numel() * p.element_size());
     const double mib = bytes / (1024.0 * 1024.0);
-    const bool sharded = dist_.data_parallel && dist_.data_parallel->sharded();
+    const distributed::DataParallel* dp = parallel_->data_parallel_wrapper();
+    const bool sharded = dp != nullptr && dp->sharded();
     std::ostringstream line;
     line.setf(std::ios::fixed);
     line.precision(1);
@@ -361,8 +430,9 @@ class Trainer {
                 std::optional<double> validation_loss) {
     StepMetrics m;
     m.skipped_steps = skipped_steps_;
-    m.data_loading_s = loader_.wait_seconds() - data_wait_logged_;
-    data_wait_logged_ = loader_.wait_seconds();
+    m.data_loading_s = loader_->wait_seconds() - data_wait_logged_;
+    data_wait_logged_ = loader_->wait_seconds();
+    m.documents_read = loader_->documents_read();
     m.validation_loss = validation_loss;
     m.memory_reserved_gib = peak_reserved_memory(precision_.device);
     m.step = step;
@@ -373,34 +443,44 @@ class Trainer {
     m.tps = static_cast<double>(tokens_per_step()) / seconds;
     m.tflops = flops_per_token_ * m.tps / 1e12;
     if (peak_flops_) m.mfu = 100.0 * flops_per_token_ * m.tps / *peak_flops_;
-    metrics_.log(m);
+    metrics_->log(m);
   }
 
   const config::TrainerConfig& cfg_;
-  DistributedSetup& dist_;
+  // Built by the set-up steps, in this order.
+  DistributedSetup dist_;
   Precision precision_;
-  bool connected_;
-  kernels::OverrideResolver overrides_;
+  std::unique_ptr<distributed::MeshContext> parallel_;
+  std::unique_ptr<PlacedLayout> layout_;
   std::shared_ptr<const data::Tokenizer> tokenizer_;
-  data::DataLoader loader_;
-  const models::ModelSpec& spec_;
-  double flops_per_token_ = 0;  // set while the model is built
+  std::optional<data::DataLoader> loader_;
+  std::optional<Validator> validator_;
+  int64_t micro_batches_ = 1;
+  std::optional<kernels::OverrideResolver> overrides_;
+  const models::ModelSpec* spec_ = nullptr;
+  double flops_per_token_ = 0;
   std::unique_ptr<models::Model> model_;
-  CausalLmLoss loss_;
-  AdamW optimizer_;
-  LRScheduler scheduler_;
-  ShardedLayout layout_;
-  CheckpointManager checkpoints_;
-  MetricsLogger metrics_;
-  Validator validator_;
-  ProgressLine progress_;
-  StepProfiler profiler_;
-  StopRequest stop_;
+  std::optional<CausalLmLoss> loss_;
+  std::optional<AdamW> optimizer_;
+  std::vector<at::Tensor> params_;
+  std::optional<GlobalGradSquares> grad_squares_;
+  std::optional<LRScheduler> scheduler_;
+  std::optional<double> peak_flops_;
+  // The checkpoint's parts (checkpoint_parts.h) and their manager.
+  TrainState train_state_;
+  std::optional<ModelState> model_state_;
+  std::optional<OptimizerState> optimizer_state_;
+  std::optional<LrSchedulerState> scheduler_state_;
+  std::optional<DataLoaderState> loader_state_;
+  RngState rng_state_;
+  std::optional<CheckpointManager> checkpoints_;
+  std::optional<MetricsLogger> metrics_;
+  std::optional<ProgressLine> progress_;
+  std::optional<StepProfiler> profiler_;
+  // Installed once set-up is done: a signal before then stops the process as usual.
+  std::optional<StopRequest> stop_;
   int64_t skipped_steps_ = 0;
   double data_wait_logged_ = 0;  // the loader's wait up to the last logged step
-  int64_t micro_batches_ = 1;
-  std::vector<at::Tensor> params_;
-  std::optional<double> peak_flops_;
   int64_t first_step_ = 1;
 };
 
@@ -408,10 +488,10 @@ class Trainer {
 
 TrainSummary run_training(const config::TrainerConfig& cfg) {
   // The layout is checked before anything is built or any rank waits for another.
-  DistributedSetup dist = check_distributed_layout(cfg);
+  check_distributed_layout(cfg);
   at::manual_seed(static_cast<uint64_t>(cfg.training.seed));
   if (cfg.training.deterministic) at::globalContext().setDeterministicAlgorithms(true, false);
-  Trainer trainer(cfg, dist);
+  Trainer trainer(cfg);
   return trainer.train();
 }
 

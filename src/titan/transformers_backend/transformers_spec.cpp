@@ -169,9 +169,9 @@ std::unique_ptr<models::Model> build_from_hf_config(const nlohmann::json& hf_con
 }
 
 void parallelize(models::Model& model, const config::TrainerConfig& cfg,
-                 models::DataParallelWrapper* data_parallel) {
+                 models::ParallelContext& parallel) {
   models::apply_activation_checkpointing(model.blocks(), cfg.activation_checkpoint);
-  if (data_parallel == nullptr) return;
+  if (!parallel.data_parallel()) return;
   auto& hf = dynamic_cast<TransformersModel&>(model);
   const std::string& policy = cfg.parallelism.fsdp_reshard_after_forward;
   // modules(): [input embedding (when not tied)], decoder layers..., root.
@@ -179,13 +179,16 @@ void parallelize(models::Model& model, const config::TrainerConfig& cfg,
   models::Module* root = modules.back();
   // The root runs first and holds the head the loss reads after the forward: it stays
   // gathered until its backward (a tied embedding is in it).
-  data_parallel->wrap({root}, false);
+  auto shard = [&parallel](const std::vector<models::Module*>& modules, bool reshard) {
+    parallel.fully_shard(modules, models::ShardOptions{reshard});
+  };
+  shard({root}, false);
   if (!hf.tied() && modules.size() > model.blocks().size() + 1)
-    data_parallel->wrap({modules.front()}, policy != "never");
+    shard({modules.front()}, policy != "never");
   const std::vector<models::Module*> blocks = model.blocks();
   for (size_t i = 0; i < blocks.size(); ++i) {
     const bool reshard = policy == "always" || (policy == "default" && i + 1 < blocks.size());
-    data_parallel->wrap({blocks[i]}, reshard);
+    shard({blocks[i]}, reshard);
   }
 }
 

@@ -9,47 +9,37 @@
 #include "titan/distributed/group.h"
 #include "titan/distributed/launch_env.h"
 #include "titan/distributed/parallel_dims.h"
-#include "titan/distributed/row_shard.h"
 
 namespace titan::distributed {
 namespace {
 
 using titan::testing::error_of;
 
-TEST(RowShard, UnevenRowsArePaddedAndEveryRowHasOneOwner) {
-  // The vocabulary of Qwen3 does not divide 7 ranks (torchtitan issue #1136's case).
-  const int64_t rows = 151936, parts = 7;
-  int64_t covered = 0;
-  for (int64_t i = 0; i < parts; ++i) {
-    const RowShard s{rows, parts, i};
-    EXPECT_EQ(s.part_rows(), (rows + parts - 1) / parts);
-    EXPECT_EQ(s.begin(), covered);
-    covered += s.real_rows();
-    EXPECT_LE(s.real_rows(), s.part_rows());
-  }
-  EXPECT_EQ(covered, rows);
-  // More ranks than rows: the last ones hold padding only.
-  const RowShard tail{3, 4, 3};
-  EXPECT_EQ(tail.part_rows(), 1);
-  EXPECT_EQ(tail.real_rows(), 0);
-  EXPECT_EQ(tail.begin(), 3);
-}
-
 TEST(ParallelDims, ResolvesTheShardDegreeAndRejectsWhatIsNotBuilt) {
   config::ParallelismConfig p;
   ParallelDims d = make_parallel_dims(p, 4);
-  EXPECT_EQ(d.shard, 4);
-  EXPECT_EQ(d.replicate, 1);
+  EXPECT_EQ(d.dp_shard, 4);
+  EXPECT_EQ(d.dp_replicate, 1);
   p.data_parallel_replicate_degree = 2;
   d = make_parallel_dims(p, 4);
-  EXPECT_EQ(d.shard, 2);
+  EXPECT_EQ(d.dp_shard, 2);
   EXPECT_EQ(d.dp_size(), 4);
   p.data_parallel_shard_degree = 3;
-  EXPECT_NE(error_of([&] { make_parallel_dims(p, 4); }).find("world size is 4"), std::string::npos);
+  const std::string product = error_of([&] { make_parallel_dims(p, 4); });
+  EXPECT_NE(product.find("world size is 4"), std::string::npos) << product;
+  // One message names every degree.
+  for (const char* key : {"data_parallel_replicate_degree=2", "data_parallel_shard_degree=3",
+                          "context_parallel_degree=1", "tensor_parallel_degree=1",
+                          "pipeline_parallel_degree=1", "expert_parallel_degree=1"})
+    EXPECT_NE(product.find(key), std::string::npos) << key << ": " << product;
+  // What is not built yet says so first, whatever the world size (even one rank).
   config::ParallelismConfig tp;
   tp.tensor_parallel_degree = 2;
-  const std::string e = error_of([&] { make_parallel_dims(tp, 4); });
-  EXPECT_NE(e.find("parallelism.tensor_parallel_degree = 2"), std::string::npos) << e;
+  for (int64_t world : {1, 4}) {
+    const std::string e = error_of([&] { make_parallel_dims(tp, world); });
+    EXPECT_NE(e.find("parallelism.tensor_parallel_degree = 2: not built yet"), std::string::npos)
+        << e;
+  }
 }
 
 TEST(LaunchEnv, ReadsTorchrunsVariablesAndNamesABadOne) {

@@ -9,9 +9,9 @@
 namespace titan::models {
 
 void parallelize_qwen3(Model& model, const config::TrainerConfig& config,
-                       DataParallelWrapper* data_parallel) {
+                       ParallelContext& parallel) {
   apply_activation_checkpointing(model.blocks(), config.activation_checkpoint);
-  if (data_parallel == nullptr) return;
+  if (!parallel.data_parallel()) return;
   auto* qwen3 = dynamic_cast<Qwen3Model*>(&model);
   TITAN_CHECK(qwen3 != nullptr, "parallelize_qwen3 needs a Qwen3 model");
   const std::string& policy = config.parallelism.fsdp_reshard_after_forward;
@@ -20,18 +20,21 @@ void parallelize_qwen3(Model& model, const config::TrainerConfig& config,
   Module* embedding = modules.front();
   Module* final_norm = modules.back();
   const bool tied = qwen3->args().tie_word_embeddings;
-  if (!tied) data_parallel->wrap({embedding}, policy != "never");
+  auto shard = [&parallel](const std::vector<Module*>& modules, bool reshard) {
+    parallel.fully_shard(modules, ShardOptions{reshard});
+  };
+  if (!tied) shard({embedding}, policy != "never");
   for (size_t i = 0; i < blocks.size(); ++i) {
     // torchtitan's default: the last block's backward starts right after its forward.
     const bool reshard = policy == "always" || (policy == "default" && i + 1 < blocks.size());
-    data_parallel->wrap({blocks[i]}, reshard);
+    shard({blocks[i]}, reshard);
   }
   // The head is read by the loss after the final norm's forward, so this unit stays gathered
   // until its backward; a tied embedding is the head, so it joins this unit.
   if (tied) {
-    data_parallel->wrap({embedding, final_norm}, false);
+    shard({embedding, final_norm}, false);
   } else {
-    data_parallel->wrap({final_norm}, false);
+    shard({final_norm}, false);
   }
 }
 

@@ -13,7 +13,7 @@ ModelSpec qwen3_model_spec();
 // torchtitan makes: the embedding, each block, the final norm with the head (not resharded
 // after forward: the loss uses the head right after); a tied embedding shares the head's unit.
 void parallelize_qwen3(Model& model, const config::TrainerConfig& config,
-                       DataParallelWrapper* data_parallel);
+                       ParallelContext& parallel);
 
 // With expert-bias balancing: after every optimizer step, sums each MoE layer's token counts
 // over the data-parallel ranks, updates its expert bias and zeroes the counts (torchtitan's

@@ -1,0 +1,84 @@
+#include "titan/train/checkpoint_parts.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <filesystem>
+#include <map>
+#include <set>
+
+#include "titan/checkpoint/model_tensors.h"
+#include "titan/common/error.h"
+#include "titan/common/strings.h"
+#include "titan/train/optimizer_state_names.h"
+
+namespace fs = std::filesystem;
+
+namespace titan::train {
+
+PartState ModelState::save() const {
+  PartState out;
+  out.tensors = checkpoint::model_tensors(model_);
+  // Enough to rebuild the model without the job's config (titan convert / eval / generate).
+  out.state = {{"name", spec_.name},
+               {"hf_config", model_.hf_config("float32")},
+               {"hf_assets_path", fs::absolute(cfg_.model.hf_assets_path).string()}};
+  return out;
+}
+
+void ModelState::load(const PartReader& in) {
+  NamedTensors tensors = checkpoint::model_tensors(model_);
+  std::set<std::string> ours;
+  for (const auto& [name, local] : tensors) {
+    ours.insert(name);
+    TITAN_CHECK(in.contains(name), in.source(), ": missing tensor '", name, "'");
+  }
+  for (const std::string& name : in.names())
+    TITAN_CHECK(ours.count(name), in.source(), ": unexpected tensor '", name, "'");
+  for (auto& [name, local] : tensors) in.read_into(name, local);
+}
+
+void OptimizerState::load(const PartReader& in) {
+  // The moments have their parameter's layout; the step counters are whole.
+  std::map<std::string, at::Tensor> params;
+  for (const auto& [name, p] : model_.named_parameters()) params[name] = p;
+  NamedTensors state;
+  for (const std::string& name : in.names()) {
+    const auto key = optimizer_state::parse(name);
+    auto it = key ? params.find(key->param) : params.end();
+    if (it == params.end() || !optimizer_state::is_moment(key->field)) {
+      state.emplace_back(name, in.read(name));  // AdamW::load_state names what does not belong
+      continue;
+    }
+    at::Tensor local = at::empty_like(it->second, it->second.options().requires_grad(false));
+    in.read_into(name, local);
+    state.emplace_back(name, local);
+  }
+  if (!state.empty()) optimizer_.load_state(state);
+}
+
+PartState TrainState::save() const { return {{}, {{"step", step}, {"tokens_seen", tokens_seen}}}; }
+
+void TrainState::load(const PartReader& in) {
+  const nlohmann::json s = in.state();
+  if (s.is_null()) return;
+  TITAN_CHECK(s.is_object() && (!s.contains("tokens_seen") || s["tokens_seen"].is_number_integer()),
+              in.source(), "/manifest.json: state.train_state.tokens_seen must be an integer");
+  tokens_seen = s.value("tokens_seen", int64_t{0});
+}
+
+void DataLoaderState::load(const PartReader& in) {
+  const nlohmann::json s = in.state();
+  if (!s.is_null()) loader_.load_state(s);
+}
+
+PartState RngState::save() const {
+  return {{{"cpu", at::detail::getDefaultCPUGenerator().get_state()}}, nullptr};
+}
+
+void RngState::load(const PartReader& in) {
+  if (!in.contains("cpu")) return;
+  at::Generator gen = at::detail::getDefaultCPUGenerator();
+  gen.set_state(in.read("cpu"));
+}
+
+}  // namespace titan::train

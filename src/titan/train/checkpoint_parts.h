@@ -1,0 +1,84 @@
+// The trainer's Stateful parts (stateful.h), one small adapter each:
+//   model         parameters and buffers (native names), plus the model's description
+//                 (spec name, its Hugging Face config, the assets folder) that titan convert,
+//                 eval and generate rebuild it from;
+//   optimizer     AdamW's state (optimizer_state_names.h);
+//   lr_scheduler  the last step the schedule was at (the schedule is a function of the step);
+//   dataloader    the data loader's position;
+//   train_state   the step and the tokens seen;
+//   rng           the CPU generator's state.
+#pragma once
+
+#include <optional>
+
+#include "titan/config/trainer_config.h"
+#include "titan/data/data_loader.h"
+#include "titan/models/model_spec.h"
+#include "titan/train/optimizer.h"
+#include "titan/train/stateful.h"
+
+namespace titan::train {
+
+class ModelState : public Stateful {
+ public:
+  ModelState(models::Model& model, const models::ModelSpec& spec, const config::TrainerConfig& cfg)
+      : model_(model), spec_(spec), cfg_(cfg) {}
+  PartState save() const override;
+  // Every model tensor must be in the checkpoint with its global shape, and nothing else:
+  // checked before anything is copied.
+  void load(const PartReader& in) override;
+
+ private:
+  models::Model& model_;
+  const models::ModelSpec& spec_;
+  const config::TrainerConfig& cfg_;
+};
+
+class OptimizerState : public Stateful {
+ public:
+  OptimizerState(AdamW& optimizer, models::Model& model) : optimizer_(optimizer), model_(model) {}
+  PartState save() const override { return {optimizer_.state(), nullptr}; }
+  void load(const PartReader& in) override;
+
+ private:
+  AdamW& optimizer_;
+  models::Model& model_;
+};
+
+struct TrainState : Stateful {
+  int64_t step = 0;  // the last step completed
+  int64_t tokens_seen = 0;
+  PartState save() const override;
+  void load(const PartReader& in) override;
+};
+
+class LrSchedulerState : public Stateful {
+ public:
+  explicit LrSchedulerState(const TrainState& train) : train_(train) {}
+  PartState save() const override { return {{}, {{"last_step", train_.step}}}; }
+  void load(const PartReader&) override {}  // the step (train_state) places the schedule
+
+ private:
+  const TrainState& train_;
+};
+
+class DataLoaderState : public Stateful {
+ public:
+  explicit DataLoaderState(data::DataLoader& loader) : loader_(loader) {}
+  PartState save() const override { return {{}, saved_.value_or(loader_.state())}; }
+  void load(const PartReader& in) override;
+  // The position the next save records instead of the loader's (where a failed step began);
+  // nullopt: the loader's own.
+  void save_position(std::optional<nlohmann::json> position) { saved_ = std::move(position); }
+
+ private:
+  data::DataLoader& loader_;
+  std::optional<nlohmann::json> saved_;
+};
+
+struct RngState : Stateful {
+  PartState save() const override;
+  void load(const PartReader& in) override;
+};
+
+}  // namespace titan::train

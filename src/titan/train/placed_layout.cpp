@@ -1,0 +1,38 @@
+#include "titan/train/placed_layout.h"
+
+#include "titan/train/optimizer_state_names.h"
+
+namespace titan::train {
+
+const TensorPlacement* PlacedLayout::placement_of(const std::string& name) const {
+  if (const TensorPlacement* p = parallel_.placements().find(name)) return p;
+  const auto key = optimizer_state::parse(name);
+  if (key && optimizer_state::is_moment(key->field)) return parallel_.placements().find(key->param);
+  return nullptr;
+}
+
+checkpoint::LocalPiece PlacedLayout::piece(const std::string& name, const at::Tensor& local) const {
+  checkpoint::LocalPiece piece = TensorLayout::piece(name, local);
+  piece.writer = coordinator();
+  const TensorPlacement* placement = placement_of(name);
+  if (placement == nullptr) return piece;
+  piece.global_shape = placement->global_shape;
+  piece.box = local_box(*placement);
+  piece.whole = placement->whole();
+  piece.writer = writes_piece(*placement);
+  return piece;
+}
+
+at::Tensor PlacedLayout::full(const std::string& name, const at::Tensor& local) const {
+  const TensorPlacement* placement = placement_of(name);
+  if (placement == nullptr || placement->whole()) return local;
+  return distributed::gather_whole(*placement, local, parallel_.mesh());
+}
+
+nlohmann::json PlacedLayout::mesh() const {
+  nlohmann::json dims = nlohmann::json::object();
+  for (const auto& [name, degree] : parallel_.dims().named()) dims[name] = degree;
+  return {{"world_size", parallel_.dims().world_size}, {"dims", dims}};
+}
+
+}  // namespace titan::train

@@ -1,0 +1,28 @@
+// The checkpoint code's view (checkpoint/tensor_layout.h) of where the parallelisms put the
+// model's tensors: a parameter, and its optimizer moments ("<param>.exp_avg",
+// "<param>.exp_avg_sq", optimizer_state_names.h), have the placement recorded for it
+// (distributed/parameter_placements.h); step counters, buffers, RNG states and everything else
+// are whole and written by rank 0.
+#pragma once
+
+#include "titan/checkpoint/tensor_layout.h"
+#include "titan/distributed/mesh_context.h"
+
+namespace titan::train {
+
+class PlacedLayout : public checkpoint::TensorLayout {
+ public:
+  explicit PlacedLayout(const distributed::MeshContext& parallel) : parallel_(parallel) {}
+
+  checkpoint::LocalPiece piece(const std::string& name, const at::Tensor& local) const override;
+  at::Tensor full(const std::string& name, const at::Tensor& local) const override;
+  bool coordinator() const override { return parallel_.mesh().rank() == 0; }
+  nlohmann::json mesh() const override;
+
+ private:
+  // The placement of the parameter a tensor name belongs to (itself or its moments).
+  const TensorPlacement* placement_of(const std::string& name) const;
+  const distributed::MeshContext& parallel_;
+};
+
+}  // namespace titan::train

@@ -235,3 +235,71 @@ def test_a_dead_or_hung_rank_stops_the_job_with_an_error(tmp_path, small_corpus,
     else:
         assert "local_rank: 1" in out or "rank 1" in out, out[-3000:]
     assert time.time() - start < 90
+
+
+def short_documents(path, count=400):
+    """Short documents (a few words each), so a few steps read many of them."""
+    import json
+    words = "every rank reads its share of the documents and all of them pack one stream".split()
+    with open(path, "w", encoding="utf-8") as f:
+        for i in range(count):
+            text = " ".join(words[(i * 5 + j) % len(words)] for j in range(3 + i % 6))
+            f.write(json.dumps({"text": f"{i}: {text}."}) + "\n")
+    return path
+
+
+def documents_read(output, nproc):
+    """{rank: documents it read}, from each rank's closing line."""
+    import re
+    found = {int(m.group(1)): int(m.group(2)) for m in re.finditer(
+        r"\[titan\] rank (\d+) of %d read (\d+) documents" % nproc, output)}
+    assert len(found) == nproc, output[-3000:]
+    return found
+
+
+def test_each_rank_reads_its_share_of_the_documents(tmp_path):
+    """Shared reading: with 4 ranks each tokenizes about a quarter of the documents one rank
+    reads for the same steps, and the batches (so the losses) are the single process's."""
+    corpus = short_documents(tmp_path / "short.jsonl")
+    common = ["--training.prefetch_batches", "0"]
+    one = torchrun(1, base_args(tmp_path / "one", corpus, "qwen3_debugmodel") +
+                   ["--training.local_batch_size", "4", *common])
+    alone = documents_read(one.stdout, 1)[0]
+    four = torchrun(4, base_args(tmp_path / "four", corpus, "qwen3_debugmodel") +
+                    ["--training.local_batch_size", "1", *common])
+    shares = documents_read(four.stdout, 4)
+    # A round reads about one pass of rows ahead: at most a pass's documents (4 rows of 33
+    # tokens, ~10-token documents) beyond the quarter.
+    assert alone > 40, alone
+    for rank, count in shares.items():
+        assert alone / 4 - 1 <= count <= alone / 4 + 8, (rank, count, alone)
+    assert_close(curves(tmp_path / "four")[0], curves(tmp_path / "one")[0], "loss")
+    # Without shared reading every rank reads what one rank reads (the loader before it).
+    every = torchrun(2, base_args(tmp_path / "every", corpus, "qwen3_debugmodel") +
+                     ["--training.local_batch_size", "2", "--debug.shared_reading", "false",
+                      *common])
+    assert set(documents_read(every.stdout, 2).values()) == {alone}
+    assert_close(curves(tmp_path / "every")[0], curves(tmp_path / "one")[0], "loss")
+
+
+def test_checkpoints_reshard_from_one_process_and_from_hsdp(tmp_path, small_corpus):
+    """1 process -> 4 ranks (FSDP), and HSDP 2x2 -> FSDP 4: each resumes to the uninterrupted
+    losses, and the data position carries over whatever the data-parallel degree."""
+    cfg = "qwen3_debugmodel"
+    straight = tmp_path / "straight"
+    torchrun(1, base_args(straight, small_corpus, cfg) + ["--training.local_batch_size", "4"])
+    expected, _ = curves(straight)
+    starts = {
+        "one": (1, ["--training.local_batch_size", "4"]),
+        "hsdp": (4, ["--training.local_batch_size", "1",
+                     "--parallelism.data_parallel_replicate_degree", "2"]),
+    }
+    for name, (nproc, layout) in starts.items():
+        dump = tmp_path / name
+        torchrun(nproc, base_args(dump, small_corpus, cfg, steps=2) +
+                 [*layout, "--checkpoint.enable", "--checkpoint.interval", "2"])
+        torchrun(4, base_args(dump, small_corpus, cfg) +
+                 ["--training.local_batch_size", "1", "--checkpoint.enable",
+                  "--checkpoint.interval", "100"])
+        losses = [m["loss"] for m in read_metrics(dump)][-(STEPS - 2):]
+        assert_close(losses, expected[2:], f"{name} -> FSDP 4")

@@ -318,12 +318,16 @@ struct DebugConfig {
   int64_t inject_nonfinite_at_step = -1;
   // Test hook: sleep this long after every step (to signal a run at a known point).
   int64_t step_delay_ms = 0;
+  // Benchmark hook: false makes every data-parallel rank read (tokenize) every document itself,
+  // as the loader did before shared reading (the batches are the same either way).
+  bool shared_reading = true;
   template <class V>
   void visit(V& v) {
     v("print_config", print_config);
     v("checkpoint_write_delay_ms", checkpoint_write_delay_ms);
     v("inject_nonfinite_at_step", inject_nonfinite_at_step);
     v("step_delay_ms", step_delay_ms);
+    v("shared_reading", shared_reading);
   }
 };
 

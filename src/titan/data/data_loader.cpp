@@ -17,7 +17,8 @@ DataLoader::DataLoader(std::shared_ptr<const Tokenizer> tok, const std::string& 
     : stream_(open_token_documents(dataset_path, std::move(tok), options.eos_id, options.text_field,
                                    options.chat_template),
               options.dp_rank, options.dp_world, options.shuffle_seed, options.exchange,
-              options.documents_per_rank),
+              // A round of shared reading: what the ranks consume in one pass of their rows.
+              options.row_ranks * options.local_batch_size * (options.seq_len + 1)),
       options_(options),
       dataset_path_(dataset_path),
       next_(stream_.position()) {

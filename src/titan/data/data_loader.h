@@ -64,7 +64,6 @@ struct LoaderOptions {
   // reading with (null: it reads every document itself).
   int64_t row_rank = 0, row_ranks = 1;
   std::shared_ptr<DocumentExchange> exchange;
-  int64_t documents_per_rank = 8;  // per round of shared reading
 };
 
 class DataLoader {

@@ -1,6 +1,7 @@
 #include "titan/data/token_stream.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <random>
 
@@ -37,15 +38,15 @@ std::vector<int64_t> shuffled_order(int64_t n, uint64_t seed, int64_t epoch) {
 
 TokenStream::TokenStream(std::unique_ptr<TokenDocuments> documents, int64_t rank, int64_t world,
                          std::optional<uint64_t> shuffle_seed,
-                         std::shared_ptr<DocumentExchange> exchange, int64_t documents_per_rank)
+                         std::shared_ptr<DocumentExchange> exchange, int64_t round_tokens)
     : documents_(std::move(documents)),
       rank_(rank),
       world_(world),
       shuffle_seed_(shuffle_seed),
-      documents_per_rank_(documents_per_rank) {
+      round_tokens_(round_tokens) {
   TITAN_CHECK(world_ >= 1 && rank_ >= 0 && rank_ < world_, "data-parallel rank ", rank_,
               " is outside the world of size ", world_);
-  TITAN_CHECK(documents_per_rank_ >= 1, "documents per rank of a shared read must be >= 1");
+  TITAN_CHECK(round_tokens_ >= 1, "tokens per round of shared reading must be >= 1");
   if (exchange && exchange->size() > 1) {
     TITAN_CHECK(world_ == 1, "shared reading applies to a stream of the whole dataset");
     exchange_ = std::move(exchange);
@@ -97,7 +98,15 @@ void TokenStream::load_document(int64_t epoch, int64_t document) {
 
 void TokenStream::read_round(int64_t epoch, int64_t first) {
   const int64_t members = exchange_->size(), me = exchange_->rank();
-  const int64_t end = std::min(documents_->size(), first + documents_per_rank_ * members);
+  // Enough documents of the mean length so far for round_tokens_, a multiple of the members.
+  int64_t per_member = 1;
+  if (round_documents_seen_ > 0 && round_tokens_seen_ > 0) {
+    const double mean = static_cast<double>(round_tokens_seen_) / round_documents_seen_;
+    per_member = static_cast<int64_t>(
+        std::ceil(static_cast<double>(round_tokens_) / (mean * static_cast<double>(members))));
+    per_member = std::clamp<int64_t>(per_member, 1, 4096);
+  }
+  const int64_t end = std::min(documents_->size(), first + per_member * members);
   std::vector<ReadDocument> mine;
   for (int64_t place = first + me; place < end; place += members) {
     ReadDocument d;
@@ -128,6 +137,10 @@ void TokenStream::read_round(int64_t epoch, int64_t first) {
     TITAN_CHECK(round_[static_cast<size_t>(place - first)].place == place,
                 "shared reading: no rank sent place ", place, " of the round [", first, ", ", end,
                 ")");
+  for (const ReadDocument& d : round_) {
+    ++round_documents_seen_;
+    round_tokens_seen_ += static_cast<int64_t>(d.tokens.size());
+  }
   round_epoch_ = epoch;
 }
 

@@ -8,12 +8,13 @@
 //
 // Shared reading: ranks that all pack the same stream (the data-parallel ranks of training,
 // each keeping its own rows, data_loader.h) can split the reading instead of each tokenizing
-// every document. Given a DocumentExchange, the stream reads documents in rounds of
-// `documents_per_rank` x members consecutive places of the epoch's order: member m tokenizes
-// the places m, m + members, ... of the round, and one all-gather gives every member all of
-// them. Every member's stream is then the same, as if it had read alone, at 1/members of the
-// tokenization work. All members must make the same reads in the same order (they do: they
-// read the same stream).
+// every document. Given a DocumentExchange, the stream reads documents in rounds of consecutive
+// places of the epoch's order: member m tokenizes the places m, m + members, ... of the round,
+// and one all-gather gives every member all of them. A round holds about `round_tokens` tokens
+// (what the readers consume between two exchanges; the first round, before any length is
+// known, one document per member), so there are few exchanges and little read ahead. Every member's
+// stream is then the same, as if it had read alone, at 1/members of the tokenization work. All
+// members must make the same reads in the same order (they do: they read the same stream).
 #pragma once
 
 #include <cstdint>
@@ -45,7 +46,7 @@ class TokenStream {
   // applies to a stream of the whole dataset (rank 0 of world 1) only.
   TokenStream(std::unique_ptr<TokenDocuments> documents, int64_t rank, int64_t world,
               std::optional<uint64_t> shuffle_seed = std::nullopt,
-              std::shared_ptr<DocumentExchange> exchange = nullptr, int64_t documents_per_rank = 8);
+              std::shared_ptr<DocumentExchange> exchange = nullptr, int64_t round_tokens = 4096);
 
   // Writes the next n tokens to out; with `starts` set, starts[i] = 1 where out[i] is the first
   // token of a document and 0 elsewhere; with `trainable` set, the documents' flags of which
@@ -79,9 +80,10 @@ class TokenStream {
   std::vector<int32_t> tokens_;                 // the current document's ids and eos
   std::vector<uint8_t> trainable_;              // and their flags
   std::shared_ptr<DocumentExchange> exchange_;  // null, or of one member: reads alone
-  int64_t documents_per_rank_ = 8;
-  int64_t round_epoch_ = -1;         // the epoch of round_
-  std::vector<ReadDocument> round_;  // the current round, by place
+  int64_t round_tokens_ = 4096;
+  int64_t round_documents_seen_ = 0, round_tokens_seen_ = 0;  // for the mean document length
+  int64_t round_epoch_ = -1;                                  // the epoch of round_
+  std::vector<ReadDocument> round_;                           // the current round, by place
   int64_t documents_read_ = 0;
 };
 

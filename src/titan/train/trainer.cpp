@@ -199,7 +199,8 @@ class Trainer {
     data::LoaderOptions options = loader_options(cfg_, eos);
     options.row_rank = dp_rank();
     options.row_ranks = dp_size();
-    if (dp_size() > 1) options.exchange = document_exchange(parallel_->mesh());
+    if (dp_size() > 1 && cfg_.debug.shared_reading)
+      options.exchange = document_exchange(parallel_->mesh());
     loader_.emplace(tokenizer_, cfg_.training.dataset_path, options);
     validator_.emplace(cfg_, tokenizer_, eos, dp_size(), dp_rank());
     micro_batches_ = micro_batches_per_step(cfg_.training, dp_size());

@@ -13,6 +13,7 @@
 #include "titan/checkpoint/model_tensors.h"
 #include "titan/common/error.h"
 #include "titan/common/strings.h"
+#include "titan/train/resume_config_check.h"
 
 namespace fs = std::filesystem;
 
@@ -122,6 +123,7 @@ checkpoint::TrainingCheckpoint CheckpointManager::snapshot(
   c.state["train_state"] = {{"step", step}, {"tokens_seen", tokens_seen_}};
   c.state["lr_scheduler"] = {{"last_step", step}};
   c.state["dataloader"] = loader_state ? *loader_state : loader_.state();
+  c.state["config"] = saved_config_text(cfg_);  // compared on resume (resume_config_check.h)
   // Enough to rebuild the model without the job's config (titan convert / eval / generate).
   c.state["model"] = {{"name", spec_.name},
                       {"hf_config", model_.hf_config("float32")},

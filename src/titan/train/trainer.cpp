@@ -32,6 +32,8 @@
 #include "titan/train/optimizer.h"
 #include "titan/train/precision.h"
 #include "titan/train/progress_line.h"
+#include "titan/train/resume_config_check.h"
+#include "titan/train/run_warnings.h"
 #include "titan/train/sharded_layout.h"
 #include "titan/train/step_profiler.h"
 #include "titan/train/stop_request.h"
@@ -99,11 +101,17 @@ class Trainer {
     log_model_state_size();
     peak_flops_ = device_peak_flops(precision_.device);
     first_step_ = load_initial_state(cfg, spec_, *model_, checkpoints_, layout_) + 1;
+    if (first_step_ > 1)
+      warn_on_resume_config_change(cfg,
+                                   micro_batches_ * cfg.training.local_batch_size * dist_.dp_size(),
+                                   checkpoints_.step_dir(first_step_ - 1), dist_.rank() == 0);
   }
 
   TrainSummary train() {
     TrainSummary summary;
     summary.last_step = first_step_ - 1;
+    last_logged_step_ = first_step_ - 1;
+    last_log_time_ = Clock::now();
     for (int64_t step = first_step_; step <= cfg_.training.steps; ++step) {
       const auto start = Clock::now();
       const nlohmann::json loader_before = loader_.state();
@@ -163,6 +171,7 @@ class Trainer {
  private:
   struct StepResult {
     double loss = 0;
+    double max_loss = 0;  // the largest data-parallel rank's mean token loss
     double grad_norm = 0;
     double lr = 0;
   };
@@ -203,6 +212,10 @@ class Trainer {
     TITAN_CHECK(tokenizer_->vocab_size() <= model_vocab, "the tokenizer in ",
                 cfg_.model.hf_assets_path, " has ", tokenizer_->vocab_size(),
                 " tokens but the model's vocabulary is ", model_vocab);
+    if (auto w =
+            seq_len_warning(cfg_.training.seq_len, model->hf_config("float32"), "training.seq_len");
+        w && dist_.rank() == 0)
+      print_warning(*w);
     // Counted on the whole model, before data parallelism shards it.
     if (spec_.flops_per_token)
       flops_per_token_ = spec_.flops_per_token(*model, cfg_.training.seq_len);
@@ -256,6 +269,13 @@ class Trainer {
     return t.item<double>();
   }
 
+  double max_over_dp(double value) {
+    if (dist_.dp_size() == 1) return value;
+    at::Tensor t = at::tensor({value}, at::TensorOptions(precision_.device).dtype(at::kDouble));
+    dist_.groups.dp->all_reduce(t, distributed::ReduceOp::kMax);
+    return t.item<double>();
+  }
+
   // Runs once the loss has resolved its kernel too: logs the overrides, applies the spec's
   // wrappers, and hands the optimizer the parameters (the optimizer comes after parallelize,
   // as in torchtitan, so it holds the tensors the wrapped model trains).
@@ -299,6 +319,8 @@ class Trainer {
       if (dp) dp->finish_backward();
       result.loss += loss.item<double>();
     }
+    // torchtitan's global_max_loss: each rank's loss over its own tokens, the largest of them.
+    result.max_loss = max_over_dp(local_tokens > 0 ? result.loss * valid_tokens / local_tokens : 0);
     result.loss = sum_over_dp(result.loss);
     result.lr = scheduler_.lr_at(step - 1);
     const char* nonfinite = nullptr;  // what was not finite, if anything, and its value
@@ -364,6 +386,13 @@ class Trainer {
     m.data_loading_s = loader_.wait_seconds() - data_wait_logged_;
     data_wait_logged_ = loader_.wait_seconds();
     m.validation_loss = validation_loss;
+    m.max_loss = r.max_loss;
+    m.window_steps = step - last_logged_step_;
+    m.window_seconds = std::chrono::duration<double>(Clock::now() - last_log_time_).count();
+    last_logged_step_ = step;
+    last_log_time_ = Clock::now();
+    m.tokens_seen = checkpoints_.tokens_seen();
+    add_allocator_counters(precision_.device, m);
     m.memory_reserved_gib = peak_reserved_memory(precision_.device);
     m.step = step;
     m.loss = r.loss;
@@ -397,7 +426,9 @@ class Trainer {
   StepProfiler profiler_;
   StopRequest stop_;
   int64_t skipped_steps_ = 0;
-  double data_wait_logged_ = 0;  // the loader's wait up to the last logged step
+  double data_wait_logged_ = 0;      // the loader's wait up to the last logged step
+  int64_t last_logged_step_ = 0;     // and that step
+  Clock::time_point last_log_time_;  // and when it was logged
   int64_t micro_batches_ = 1;
   std::vector<at::Tensor> params_;
   std::optional<double> peak_flops_;

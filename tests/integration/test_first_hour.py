@@ -276,7 +276,7 @@ def test_plot_of_a_file_without_records_is_one_true_error(tmp_path, content):
     metrics.write_text(content)
     proc = run_titan("plot", metrics, "--output", tmp_path / "x.png", check=False)
     line = one_error_line(proc)
-    assert f"{metrics} holds no metrics record" in line
+    assert f"{metrics} holds no complete metrics record" in line
     assert "matplotlib" not in proc.stderr
     assert not (tmp_path / "x.png").exists()
 

@@ -386,6 +386,7 @@ def test_version_names_the_version_commit_and_torch():
     head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True,
                           text=True)
     if head.returncode == 0:
+        # (A binary built before the last commit names the commit it was built from: rebuild.)
         assert head.stdout.startswith(m.group(2).removesuffix("-dirty")), (head.stdout, out)
     else:
         assert m.group(2) == "unknown"

@@ -13,8 +13,9 @@ TOKENIZER_DIR = REPO / "assets" / "qwen3-tokenizer"
 CORPUS = REPO / "assets" / "corpus" / "python_stdlib.jsonl"
 
 
-def run_titan(*args, check=True, env=None, timeout=600, input=None):
-    """Runs `titan ARGS`; with check=True a non-zero exit fails the test with its output."""
+def run_titan(*args, check=True, env=None, timeout=600, input=None, cwd=None, umask=None):
+    """Runs `titan ARGS` (in `cwd`, under `umask` when given); with check=True a non-zero exit
+    fails the test with its output."""
     full_env = dict(os.environ)
     full_env.setdefault("OMP_NUM_THREADS", "1")
     if env:
@@ -26,6 +27,8 @@ def run_titan(*args, check=True, env=None, timeout=600, input=None):
         env=full_env,
         timeout=timeout,
         input=input,
+        cwd=cwd,
+        preexec_fn=(lambda: os.umask(umask)) if umask is not None else None,
     )
     if check and proc.returncode != 0:
         raise AssertionError(

@@ -16,12 +16,15 @@ from hf_models import EOS, documents_alone_loss, make_hf_model
 TEXTS = ["x = 1", "def f(a, b):\n    return a + b\n", "Hello, world!", "ok",
          "import os\nprint(os.getcwd())\n", "The quick brown fox jumps over the lazy dog. " * 3,
          "αβγ δεζ", "#", "for i in range(3):\n    pass\n", "end of the corpus"]
+# The file holds them three times: enough for the windows eval reads (it stops at the end of the
+# data; training starts over, as packed_rows does).
+DOCUMENTS = TEXTS * 3
 
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory):
     path = tmp_path_factory.mktemp("docs") / "docs.jsonl"
-    path.write_text("".join(json.dumps({"text": t}) + "\n" for t in TEXTS), encoding="utf-8")
+    path.write_text("".join(json.dumps({"text": t}) + "\n" for t in DOCUMENTS), encoding="utf-8")
     return path
 
 
@@ -30,7 +33,7 @@ def packed_rows(tokenizer_dir, seq_len, rows):
     tok = Tokenizer.from_file(str(tokenizer_dir / "tokenizer.json"))
     ids, owner, doc = [], [], 0
     while len(ids) < rows * (seq_len + 1):
-        for text in TEXTS:
+        for text in DOCUMENTS:
             piece = tok.encode(text).ids + [EOS]
             ids += piece
             owner += [doc] * len(piece)

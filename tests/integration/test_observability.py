@@ -28,7 +28,33 @@ def run_with_tensorboard(tmp_path_factory, small_corpus, tokenizer_dir):
     return dump
 
 
-def test_tensorboard_scalars_equal_metrics_jsonl(run_with_tensorboard):
+# torchtitan's TensorBoard tags (torchtitan/components/metrics.py and train.py, release 0.2.2),
+# and the metrics.jsonl key each holds.
+TORCHTITAN_TAGS = {
+    "loss_metrics/global_avg_loss": "loss",
+    "loss_metrics/global_max_loss": "loss",  # one process: its loss is the largest
+    "grad_norm": "grad_norm",
+    "lr": "lr",
+    "n_tokens_seen": None,
+    "throughput(tps)": "tps",
+    "tflops": "tflops",
+    "time_metrics/end_to_end(s)": None,
+    "time_metrics/data_loading(s)": "data_loading_s",  # log_freq 1: one step per window
+    "time_metrics/data_loading(%)": None,
+    "memory/max_active(GiB)": "memory_gib",
+    "memory/max_active(%)": None,
+    "memory/max_reserved(GiB)": "memory_reserved_gib",
+    "memory/max_reserved(%)": None,
+    "memory/num_alloc_retries": None,
+    "memory/num_ooms": None,
+}
+# Logged when they exist: mfu(%) where the device's peak is known (not on the CPU), the
+# validator's loss at validation steps; and titan's own count of skipped steps.
+OPTIONAL_TAGS = {"mfu(%)": "mfu", "validation_metrics/loss": "validation_metrics/loss",
+                 "skipped_steps": "skipped_steps"}
+
+
+def test_tensorboard_tags_are_torchtitans_and_hold_the_metrics(run_with_tensorboard):
     files = glob.glob(str(run_with_tensorboard / "board" / "events.out.tfevents.*"))
     assert len(files) == 1, files
     events = list(event_file_loader.LegacyEventFileLoader(files[0]).Load())
@@ -36,20 +62,25 @@ def test_tensorboard_scalars_equal_metrics_jsonl(run_with_tensorboard):
     scalars = {}
     for e in events[1:]:
         for v in e.summary.value:
-            scalars[(e.step, v.tag)] = v.simple_value
+            scalars.setdefault(e.step, {})[v.tag] = v.simple_value
     records = read_metrics(run_with_tensorboard)
-    assert [r["step"] for r in records] == [1, 2, 3, 4, 5]
-    compared = 0
+    assert [r["step"] for r in records] == [1, 2, 3, 4, 5] == sorted(scalars)
+    tokens_per_step = 1 * 32
     for r in records:
-        for key, value in r.items():
-            if key == "step" or not isinstance(value, (int, float)):
-                continue
-            assert math.isclose(scalars.pop((r["step"], key)), value, rel_tol=1e-6,
-                                abs_tol=1e-12), (r["step"], key)
-            compared += 1
-    assert not scalars, f"scalars that metrics.jsonl does not have: {sorted(scalars)}"
-    assert compared >= 5 * 8
-    assert any(k == "validation_metrics/loss" for r in records for k in r)
+        tags = scalars[r["step"]]
+        assert set(TORCHTITAN_TAGS) <= set(tags), sorted(set(TORCHTITAN_TAGS) - set(tags))
+        assert set(tags) - set(TORCHTITAN_TAGS) <= set(OPTIONAL_TAGS), sorted(tags)
+        for tag, key in {**TORCHTITAN_TAGS, **OPTIONAL_TAGS}.items():
+            if key is not None and tag in tags:
+                assert math.isclose(tags[tag], r[key], rel_tol=1e-6, abs_tol=1e-9), (tag, r)
+        assert tags["n_tokens_seen"] == r["step"] * tokens_per_step
+        assert tags["memory/num_ooms"] == 0
+        seconds = tags["time_metrics/end_to_end(s)"]
+        assert 0 < seconds < 600
+        assert math.isclose(tags["time_metrics/data_loading(%)"],
+                            100 * r["data_loading_s"] / seconds, rel_tol=1e-3, abs_tol=1e-6)
+    assert "mfu(%)" not in scalars[1]  # the CPU's peak is unknown
+    assert any("validation_metrics/loss" in t for t in scalars.values())
 
 
 def test_plot_of_a_finished_run(run_with_tensorboard, tmp_path):

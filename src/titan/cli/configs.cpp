@@ -26,8 +26,9 @@ const char kUsage[] =
     "Without --config, lists the modules and their config functions (only module M with\n"
     "--module). With --config, prints the resolved config as TOML: the config function, then\n"
     "each --config-file, then the overrides in order (--section.key value, --section.key=value;\n"
-    "booleans also as a bare --section.key or --section.key true|false). The output is a valid\n"
-    "--config-file. It ends with the kernel override table (as comments): which implementation\n"
+    "booleans also as a bare --section.key or --section.key true|false), each key under a\n"
+    "comment that describes it. The output is a valid --config-file (or --job.config_file).\n"
+    "It ends with the kernel override table (as comments): which implementation\n"
     "of each overridable op every module path of the model uses, after override.imports and\n"
     "override.libraries.\n";
 
@@ -111,7 +112,7 @@ int run_configs(const Args& args) {
   // Resolved before anything is printed: a bad override prints nothing but the error.
   const std::vector<std::string> table = override_table(resolved.config);
   std::cout << "# module " << resolved.module << ", config " << resolved.config_name << "\n"
-            << config::to_toml(resolved.config);
+            << config::to_toml(resolved.config, /*with_descriptions=*/true);
   std::cout << "\n# kernel overrides, resolved for this model (op: module paths -> "
                "implementation):\n";
   for (const std::string& line : table) std::cout << "#   " << line << "\n";

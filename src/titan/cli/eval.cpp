@@ -8,10 +8,12 @@
 #include "titan/cli/model_source.h"
 #include "titan/common/error.h"
 #include "titan/data/data_loader.h"
+#include "titan/data/token_documents.h"
 #include "titan/data/tokenizer/tokenizer.h"
 #include "titan/train/loader_options.h"
 #include "titan/train/loss.h"
 #include "titan/train/precision.h"
+#include "titan/train/run_warnings.h"
 
 namespace titan::cli {
 namespace {
@@ -23,10 +25,26 @@ constexpr const char* kHelp =
 
 Mean token loss of a model on a dataset (.jsonl with a "text" field, or .txt), packed exactly
 as training packs it (documents joined by the eos token, windows of seq-len + 1 tokens, labels
-shifted by one), over `steps` batches. Prints {"loss": mean token loss, "tokens": count}.
+shifted by one), over `steps` batches. Prints {"loss": mean token loss, "tokens": count}. Data
+shorter than steps x batch-size x (seq-len + 1) tokens is evaluated once, to its end (a warning
+gives the count), never repeated.
 --document-masking packs as training.document_masking does: block-causal attention, positions
 restarting at each document, the label that crosses into the next document ignored.
 )";
+
+// The tokens (each document's ids and its eos) of one pass over `path`, counted up to `limit`.
+int64_t tokens_up_to(const std::string& path, const std::shared_ptr<const data::Tokenizer>& tok,
+                     const data::LoaderOptions& o, int64_t limit) {
+  const std::unique_ptr<data::TokenDocuments> documents =
+      data::open_token_documents(path, tok, o.eos_id, o.text_field);
+  int64_t tokens = 0;
+  std::vector<int32_t> ids;
+  for (int64_t i = 0; i < documents->size() && tokens < limit; ++i) {
+    documents->read(i, ids);
+    tokens += static_cast<int64_t>(ids.size());
+  }
+  return std::min(tokens, limit);
+}
 
 }  // namespace
 
@@ -58,15 +76,38 @@ int run_eval(const Args& args) {
   loader_options.eos_id = tokenizer->token_to_id(flags.get("--eos-token", "<|endoftext|>"));
   loader_options.text_field = flags.get("--text-field", "text");
   loader_options.document_masking = flags.has("--document-masking");
-  data::DataLoader loader(tokenizer, flags.require("--data"), loader_options);
+  const std::string data_path = flags.require("--data");
+  if (auto w = train::seq_len_warning(seq_len, loaded.model->hf_config("float32"), "--seq-len"))
+    train::print_warning(*w);
+  // Tokens of one pass over the data, up to what the steps take: the loader would start over.
+  const int64_t window = seq_len + 1;
+  const int64_t wanted = steps * batch_size * window;
+  const int64_t available = tokens_up_to(data_path, tokenizer, loader_options, wanted);
+  if (available < wanted) {
+    train::print_warning("--data " + data_path + " holds " + std::to_string(available) +
+                         " tokens, fewer than --steps " + std::to_string(steps) +
+                         " x --batch-size " + std::to_string(batch_size) + " x (--seq-len " +
+                         std::to_string(seq_len) + " + 1) = " + std::to_string(wanted) +
+                         ": evaluated once, to the end of the data");
+  }
+  const int64_t batches = (available + batch_size * window - 1) / (batch_size * window);
+  data::DataLoader loader(tokenizer, data_path, loader_options);
 
   const train::CausalLmLoss loss(*loaded.model, /*overrides=*/nullptr);
   at::NoGradGuard no_grad;
   double loss_sum = 0;
   int64_t tokens = 0;
-  for (int64_t i = 0; i < steps; ++i) {
+  for (int64_t i = 0; i < batches; ++i) {
     const data::Batch batch = loader.next();
-    const at::Tensor labels = batch.labels.to(options.device).flatten();
+    at::Tensor labels = batch.labels;
+    if (available < wanted) {
+      // Window w's label j is token w * window + j + 1 of the stream: past the data, it is the
+      // start of the data again.
+      const at::Tensor rows = at::arange(i * batch_size, (i + 1) * batch_size, at::kLong);
+      const at::Tensor target = rows.unsqueeze(1) * window + at::arange(1, seq_len + 1, at::kLong);
+      labels = labels.masked_fill(target >= available, -100);
+    }
+    labels = labels.to(options.device).flatten();
     const at::Tensor hidden = loaded.model
                                   ->forward_packed(batch.inputs.to(options.device),
                                                    train::packed_documents(batch, options.device))
@@ -74,6 +115,8 @@ int run_eval(const Args& args) {
     loss_sum += loss.sum(hidden.flatten(0, 1), labels).item<double>();
     tokens += train::count_valid_tokens(labels);
   }
+  TITAN_CHECK(tokens > 0, "titan eval: --data ", data_path, " holds ", available,
+              " tokens: no label to evaluate (it needs at least 2)");
   std::cout << nlohmann::json{{"loss", loss_sum / double(tokens)}, {"tokens", tokens}}.dump()
             << std::endl;
   return 0;

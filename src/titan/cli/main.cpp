@@ -6,6 +6,8 @@
 #include <vector>
 
 #include "titan/cli/commands.h"
+#include "titan/cli/elastic_error_file.h"
+#include "titan/common/did_you_mean.h"
 #include "titan/common/error.h"
 
 namespace {
@@ -31,8 +33,15 @@ const Subcommand kSubcommands[] = {
 };
 
 void print_usage() {
-  std::cout << "usage: titan SUBCOMMAND [--help] [args]\n\nsubcommands:\n";
+  std::cout << "usage: titan SUBCOMMAND [--help] [args]\n       titan --version\n\nsubcommands:\n";
   for (const auto& s : kSubcommands) std::printf("  %-10s %s\n", s.name, s.summary);
+}
+
+// The one line an error ends the process with, also handed to torchrun when it launched us.
+int report(const std::string& message, int code) {
+  std::cerr << "error: " << message << "\n";
+  titan::cli::write_elastic_error_file(message);
+  return code;
 }
 
 }  // namespace
@@ -44,18 +53,20 @@ int main(int argc, char** argv) {
   }
   const std::string name = argv[1];
   const titan::cli::Args args(argv + 2, argv + argc);
+  if (name == "--version" || name == "-V") return titan::cli::run_version(args);
   for (const auto& s : kSubcommands) {
     if (name != s.name) continue;
     try {
       return s.run(args);
     } catch (const titan::Error& e) {
-      std::cerr << "error: " << e.what() << "\n";
-      return 2;
+      return report(e.what(), 2);
     } catch (const std::exception& e) {
-      std::cerr << "error: " << e.what() << "\n";
-      return 1;
+      return report(e.what(), 1);
     }
   }
-  std::cerr << "error: unknown subcommand '" << name << "'; run 'titan --help' for the list\n";
-  return 2;
+  std::vector<std::string> names;
+  for (const auto& s : kSubcommands) names.emplace_back(s.name);
+  return report("unknown subcommand '" + name + "'" + titan::did_you_mean(name, names) +
+                    "; run 'titan --help' for the list",
+                2);
 }

@@ -73,9 +73,16 @@ int run_plot(const Args& args) {
   TITAN_CHECK(pipe != nullptr, "cannot run ", python, " for titan plot");
   std::fputs(kPlotMetricsSource, pipe);
   const int status = ::pclose(pipe);
-  TITAN_CHECK(status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0, "titan plot: ", python,
-              " could not draw ", metrics,
-              " (it needs matplotlib: run scripts/setup, or give --python)");
+  const int code = status != -1 && WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  // plot_metrics.py's own exit statuses (see its header).
+  TITAN_CHECK(
+      code != 3, "titan plot: ", metrics,
+      " holds no complete metrics record (expected a run's metrics.jsonl: one JSON object with a "
+      "\"step\" per line)");
+  TITAN_CHECK(code != 4, "titan plot: ", python,
+              " has no matplotlib (run scripts/setup, or give --python EXE of a Python with it)");
+  TITAN_CHECK(code == 0, "titan plot: ", python, " could not draw ", metrics, " (exit status ",
+              code, "; its message is above)");
   return 0;
 }
 

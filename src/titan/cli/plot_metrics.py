@@ -2,10 +2,15 @@
 # over steps: loss (and the validator's held-out loss), learning rate, tokens per second, and
 # peak memory. Run by titan with the build's Python (matplotlib from the venv):
 #   python - METRICS.jsonl OUTPUT.png TITLE
+# Exit status 3: the file holds no metrics record; 4: matplotlib is missing. titan turns both
+# into its own one-line error, so this script prints nothing for them.
 import json
 import sys
 
-import matplotlib
+try:
+    import matplotlib
+except ImportError:
+    sys.exit(4)
 
 matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt  # noqa: E402
@@ -13,17 +18,20 @@ from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 metrics_path, output, title = sys.argv[1], sys.argv[2], sys.argv[3]
 records = []
-with open(metrics_path, encoding="utf-8") as f:
+with open(metrics_path, encoding="utf-8", errors="replace") as f:
     for line in f:
         # A running job may be writing its last line: only whole records count.
         if not line.endswith("\n"):
             break
         try:
-            records.append(json.loads(line))
+            record = json.loads(line)
         except json.JSONDecodeError:
             break
+        if not isinstance(record, dict) or not isinstance(record.get("step"), int):
+            break
+        records.append(record)
 if not records:
-    sys.exit(f"error: {metrics_path} has no complete metrics record yet")
+    sys.exit(3)
 
 # A resumed run appends to the same file: the latest record of each step wins.
 by_step = {}

@@ -8,8 +8,12 @@
 #include "titan/cli/flag_parser.h"
 #include "titan/common/error.h"
 #include "titan/config/config_fields.h"
+#include "titan/config/derived_defaults.h"
 #include "titan/config/resolve.h"
+#include "titan/distributed/launch_env.h"
 #include "titan/models/builtin_configs.h"
+#include "titan/train/precision.h"
+#include "titan/train/run_warnings.h"
 #include "titan/train/stop_request.h"
 #include "titan/train/trainer.h"
 
@@ -20,9 +24,17 @@ constexpr const char* kHelp =
     R"(usage: titan train --module M --config F [--config-file job.toml] [--section.field value ...]
 
 Trains a model. The config is the named config function (see `titan configs`), overlaid by
-each --config-file, then by the --section.field overrides in order (booleans also as bare
-flags). The resolved config is written to <job.dump_folder>/config.toml; step lines go to
-stdout and <job.dump_folder>/metrics.jsonl.
+each --config-file (or --job.config_file), then by the --section.field overrides in order
+(booleans also as bare flags). The resolved config is written to <job.dump_folder>/config.toml;
+step lines go to stdout and <job.dump_folder>/metrics.jsonl.
+
+Every key, its value and a one-line description of it:
+  titan configs --module M --config F --print   (with the same overrides: the resolved config)
+
+The built-in default paths (the tokenizer, the corpus) are found beside the installation, paths
+you give are relative to the current directory. A Hugging Face folder as
+--checkpoint.initial_load_path also supplies the tokenizer and config.json unless
+--model.hf_assets_path is given.
 
 Kernel overrides (docs/kernels.md):
   --override.imports "OP=IMPL[@GLOB],..."  which implementation each op uses where (ops:
@@ -35,7 +47,7 @@ Kernel overrides (docs/kernels.md):
 examples:
   titan train --module qwen3 --config qwen3_debugmodel --training.steps 50
   titan train --module qwen3 --config qwen3_0_6b_finetune \
-      --checkpoint.initial_load_path assets/hf/Qwen3-0.6B --training.dataset_path data.jsonl
+      --checkpoint.initial_load_path path/to/Qwen3-0.6B --training.dataset_path data.jsonl
 )";
 
 }  // namespace
@@ -48,12 +60,20 @@ int run_train(const Args& args) {
   const config::ResolveOptions options = models::builtin_resolve_options();
   const config::ResolvedCommandLine resolved = config::resolve_command_line(args, options);
   const config::TrainerConfig& cfg = resolved.config;
+  config::check_input_paths(cfg);
+  const bool talk = distributed::launch_env_from_environment().rank == 0;
   const std::string toml = config::to_toml(cfg);
   if (cfg.debug.print_config) std::cout << toml << std::endl;
   std::filesystem::create_directories(cfg.job.dump_folder);
   std::ofstream(std::filesystem::path(cfg.job.dump_folder) / "config.toml") << toml;
   std::cout << "[titan] " << resolved.module << "/" << resolved.config_name << ": "
             << cfg.job.description << std::endl;
+  if (talk) {
+    std::cout << "[titan] " << config::describe_model_sources(cfg) << std::endl;
+    for (const std::string& warning :
+         train::config_warnings(cfg, train::resolve_precision(cfg.training)))
+      train::print_warning(warning);
+  }
 
   // A write past a file-size limit (ulimit -f) then fails with EFBIG, reported like a full
   // disk, instead of killing the process in the middle of a save.

@@ -138,9 +138,7 @@ void AtomicFile::commit() {
   }
   fd_ = -1;
   // mkstemp creates 0600; give the file the usual permissions (0666 minus umask).
-  mode_t mask = ::umask(0);
-  ::umask(mask);
-  ::chmod(tmp_path_.c_str(), 0666 & ~mask);
+  ::chmod(tmp_path_.c_str(), 0666 & ~current_umask());
   if (::rename(tmp_path_.c_str(), path_.c_str()) != 0) {
     fail(path_, ": cannot rename ", tmp_path_, " into place: ", errno_text());
   }
@@ -189,6 +187,19 @@ void fsync_directory_tree(const std::string& dir) {
   fsync_directory(dir);
 }
 
+mode_t current_umask() {
+  // Read without changing it where the kernel tells (Linux 4.7+): umask(0) then umask(mask)
+  // would let another thread create a file with no mask in between.
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("Umask:", 0) == 0)
+      return static_cast<mode_t>(std::stoul(line.substr(6), nullptr, 8));
+  }
+  const mode_t mask = ::umask(0);
+  ::umask(mask);
+  return mask;
+}
+
 std::string make_temp_directory(const std::string& prefix) {
   std::string path = prefix + "XXXXXX";
   std::error_code ec;
@@ -196,6 +207,8 @@ std::string make_temp_directory(const std::string& prefix) {
   if (::mkdtemp(path.data()) == nullptr) {
     fail(prefix, ": cannot create temporary directory: ", errno_text());
   }
+  // mkdtemp creates 0700; the folder it becomes is an output like any other (0777 minus umask).
+  ::chmod(path.c_str(), 0777 & ~current_umask());
   return path;
 }
 

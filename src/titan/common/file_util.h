@@ -3,6 +3,8 @@
 // rename), and the same for whole directories. Every failure throws titan::Error naming the path.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -72,8 +74,13 @@ std::string read_text_file(const std::string& path);
 // fsyncs a directory so that renames inside it are durable.
 void fsync_directory(const std::string& dir);
 
-// Creates a fresh directory `prefix` + 6 random characters (mkdtemp) and returns its path.
+// Creates a fresh directory `prefix` + 6 random characters (mkdtemp) and returns its path. It
+// gets the permissions of any new folder (0777 minus the umask), not mkdtemp's 0700, since it is
+// renamed into place as an output (an HF export, a converted checkpoint).
 std::string make_temp_directory(const std::string& prefix);
+
+// The process's file-mode creation mask.
+mode_t current_umask();
 
 // Moves the complete directory `staged` to `target`, replacing any existing `target` only now
 // (atomic exchange where the filesystem supports it), then removes the old contents.

@@ -1,45 +1,13 @@
 #include "titan/config/config_fields.h"
 
-#include <algorithm>
 #include <type_traits>
 
+#include "titan/common/did_you_mean.h"
 #include "titan/common/error.h"
 #include "titan/common/strings.h"
 #include "titan/config/field_values.h"
 
 namespace titan::config {
-namespace {
-
-size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diagonal = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t above = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] != b[j - 1])});
-      diagonal = above;
-    }
-  }
-  return row[b.size()];
-}
-
-// " (did you mean \"steps\"?)" when a name is close enough to be a likely typo.
-std::string suggestion(const std::string& name, const std::vector<std::string>& accepted) {
-  std::string best;
-  size_t best_distance = std::max<size_t>(2, name.size() / 3) + 1;
-  for (const auto& candidate : accepted) {
-    const size_t d = edit_distance(name, candidate);
-    if (d < best_distance) {
-      best_distance = d;
-      best = candidate;
-    }
-  }
-  return best.empty() ? "" : " (did you mean \"" + best + "\"?)";
-}
-
-}  // namespace
 
 std::vector<std::string> section_names() {
   std::vector<std::string> names;
@@ -56,7 +24,9 @@ std::vector<std::string> field_names(const std::string& section) {
   auto on_section = [&](const char* name, auto& fields) {
     if (section != name) return;
     found = true;
-    auto on_field = [&](const char* field_name, auto&) { names.emplace_back(field_name); };
+    auto on_field = [&](const char* field_name, auto&, const char* = "") {
+      names.emplace_back(field_name);
+    };
     fields.visit(on_field);
   };
   config.visit_sections(on_section);
@@ -66,7 +36,7 @@ std::vector<std::string> field_names(const std::string& section) {
 
 void fail_unknown_section(const std::string& section, const std::string& where) {
   const auto accepted = section_names();
-  fail(where, ": unknown config section \"", section, "\"", suggestion(section, accepted),
+  fail(where, ": unknown config section \"", section, "\"", did_you_mean(section, accepted),
        "; accepted sections: ", join(accepted));
 }
 
@@ -74,7 +44,7 @@ void fail_unknown_key(const std::string& section, const std::string& key,
                       const std::string& where) {
   const auto accepted = field_names(section);
   fail(where, ": unknown config key \"", key, "\" in section [", section, "]",
-       suggestion(key, accepted), "; accepted keys: ", join(accepted));
+       did_you_mean(key, accepted), "; accepted keys: ", join(accepted));
 }
 
 std::pair<std::string, std::string> split_dotted_key(const std::string& dotted_key,
@@ -101,13 +71,15 @@ void set_field_from_string(TrainerConfig& config, const std::string& section,
              [&](auto& value) { parse_cli_value(where, text, value); });
 }
 
-std::string to_toml(const TrainerConfig& config) {
+std::string to_toml(const TrainerConfig& config, bool with_descriptions) {
   std::string out;
   auto on_section = [&](const char* section_name, auto& fields) {
     if (!out.empty()) out += "\n";
     // Appended piece by piece: GCC 12 warns falsely (-Wstringop-overflow) on the chained +.
     out.append("[").append(section_name).append("]\n");
-    auto on_field = [&](const char* field_name, auto& value) {
+    auto on_field = [&](const char* field_name, auto& value, const char* description = "") {
+      if (with_descriptions && *description != '\0')
+        out.append("# ").append(description).append("\n");
       out.append(field_name).append(" = ").append(format_toml_value(value)).append("\n");
     };
     fields.visit(on_field);
@@ -116,6 +88,20 @@ std::string to_toml(const TrainerConfig& config) {
   TrainerConfig copy = config;
   copy.visit_sections(on_section);
   return out;
+}
+
+std::string field_description(const std::string& section, const std::string& key) {
+  TrainerConfig config;
+  std::string found;
+  auto on_section = [&](const char* section_name, auto& fields) {
+    if (section != section_name) return;
+    auto on_field = [&](const char* field_name, auto&, const char* description = "") {
+      if (key == field_name) found = description;
+    };
+    fields.visit(on_field);
+  };
+  config.visit_sections(on_section);
+  return found;
 }
 
 }  // namespace titan::config

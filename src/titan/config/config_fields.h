@@ -1,5 +1,7 @@
 // Generic code over the visit() lists of trainer_config.h: names of sections and keys,
 // setting one field from a command-line string, and printing the whole tree as TOML.
+// visit() calls v(name, field, description); the visitors here default the description so that
+// they also accept a field listed without one (the unit tests require every field to have one).
 // Nothing here names a particular field, so a field added to trainer_config.h works
 // everywhere at once.
 #pragma once
@@ -29,9 +31,13 @@ void set_field_from_string(TrainerConfig& config, const std::string& section,
                            const std::string& key, const std::string& text,
                            const std::string& where);
 
-// The whole tree as TOML: "[section]" then "key = value" lines, in visit order. Loading the
-// text back as a config file reproduces `config` exactly.
-std::string to_toml(const TrainerConfig& config);
+// The whole tree as TOML: "[section]" then "key = value" lines, in visit order; with
+// `with_descriptions`, each field's one-line description from visit() as a "# ..." comment line
+// above it. Loading the text back as a config file reproduces `config` exactly.
+std::string to_toml(const TrainerConfig& config, bool with_descriptions = false);
+
+// The description visit() gives section.key ("" when there is none or no such field).
+std::string field_description(const std::string& section, const std::string& key);
 
 // Errors for names that are not in the tree; they list the accepted names and suggest the
 // closest one.
@@ -49,7 +55,7 @@ void with_field(TrainerConfig& config, const std::string& section, const std::st
   auto on_section = [&](const char* section_name, auto& fields) {
     if (section_found || section != section_name) return;
     section_found = true;
-    auto on_field = [&](const char* field_name, auto& value) {
+    auto on_field = [&](const char* field_name, auto& value, const char* = "") {
       if (field_found || key != field_name) return;
       field_found = true;
       f(value);

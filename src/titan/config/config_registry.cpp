@@ -1,5 +1,6 @@
 #include "titan/config/config_registry.h"
 
+#include "titan/common/did_you_mean.h"
 #include "titan/common/error.h"
 #include "titan/common/strings.h"
 
@@ -31,7 +32,8 @@ const std::vector<ConfigFunction>& ConfigRegistry::functions(const std::string& 
   const auto it = modules_.find(module);
   if (it == modules_.end()) {
     if (modules_.empty()) fail("unknown module \"", module, "\": no modules are registered");
-    fail("unknown module \"", module, "\"; accepted modules: ", join(modules()));
+    fail("unknown module \"", module, "\"", did_you_mean(module, modules()),
+         "; accepted modules: ", join(modules()));
   }
   return it->second;
 }
@@ -44,7 +46,8 @@ const ConfigFunction& ConfigRegistry::get(const std::string& module,
     if (fn.name == name) return fn;
     names.push_back(fn.name);
   }
-  fail("unknown config \"", name, "\" in module ", module, "; accepted configs: ", join(names));
+  fail("unknown config \"", name, "\" in module ", module, did_you_mean(name, names),
+       "; accepted configs: ", join(names));
 }
 
 ConfigRegistry& config_registry() {

@@ -7,6 +7,7 @@
 #include "titan/common/error.h"
 #include "titan/common/strings.h"
 #include "titan/config/config_fields.h"
+#include "titan/config/derived_defaults.h"
 #include "titan/config/toml_overlay.h"
 #include "titan/config/validate.h"
 
@@ -59,7 +60,7 @@ ResolvedCommandLine resolve_command_line(const std::vector<std::string>& args,
       result.module = take_value();
     } else if (name == "--config") {
       result.config_name = take_value();
-    } else if (name == "--config-file") {
+    } else if (name == "--config-file" || name == "--job.config_file") {
       result.config_files.push_back(take_value());
     } else if (name.find('.') == std::string::npos) {
       const auto& accepted = options.extra_flags;
@@ -76,9 +77,9 @@ ResolvedCommandLine resolve_command_line(const std::vector<std::string>& args,
       auto [section, key] = split_dotted_key(name.substr(2), where);
       std::string value;
       if (is_bool_field(section, key, where) && !inline_value) {
-        // A bare boolean flag means true; an explicit true/false right after it is its value.
-        const bool has_value =
-            i + 1 < args.size() && (args[i + 1] == "true" || args[i + 1] == "false");
+        // A bare boolean flag means true; the argument right after it is its value unless it
+        // is the next option (so `--a.b maybe` is an error naming --a.b, not a stray "maybe").
+        const bool has_value = i + 1 < args.size() && args[i + 1].rfind("--", 0) != 0;
         value = has_value ? args[++i] : "true";
       } else {
         value = take_value();
@@ -102,10 +103,13 @@ ResolvedCommandLine resolve_command_line(const std::vector<std::string>& args,
     }
     result.config = registry.make(result.module, result.config_name);
   }
-  for (const auto& path : result.config_files) apply_toml_file(result.config, path);
+  for (const auto& path : result.config_files)
+    apply_toml_file(result.config, path, &result.given_keys);
   for (const auto& o : overrides) {
     set_field_from_string(result.config, o.section, o.key, o.value, o.where);
+    result.given_keys.insert(o.section + "." + o.key);
   }
+  apply_derived_defaults(result.config, result.given_keys, options.install_root);
   if (options.validate) validate_config(result.config, options.model_names);
   return result;
 }

@@ -1,8 +1,9 @@
 // Resolution of a command line into a TrainerConfig, in this order:
 //   1. the config function named by --module M --config F,
-//   2. each --config-file job.toml, in the order given,
+//   2. each --config-file job.toml (or --job.config_file, torchtitan's name), in the order given,
 //   3. each --section.field override, in the order given: "--a.b value", "--a.b=value", and
 //      for booleans also a bare "--a.b" (true) or "--a.b true|false",
+//   4. the defaults that follow from the others (derived_defaults.h),
 // then validate_config(). Flags without a dot that the command accepts (--print) come back
 // separately; any other argument is an error.
 #pragma once
@@ -27,6 +28,9 @@ struct ResolveOptions {
   const ConfigRegistry* registry = nullptr;
   // The accepted model.name values (the model registry's names); empty skips that check.
   std::vector<std::string> model_names = {};
+  // The installation's root folder, against which the built-in default paths are taken
+  // (derived_defaults.h); "" leaves them relative to the current directory.
+  std::string install_root = "";
 };
 
 struct ResolvedCommandLine {
@@ -34,6 +38,9 @@ struct ResolvedCommandLine {
   std::string module;       // empty when no config function was named
   std::string config_name;  // empty when no config function was named
   std::vector<std::string> config_files;
+  // "section.key" of every key a config file or an override set (the rest are the config
+  // function's).
+  std::set<std::string> given_keys;
   std::set<std::string> flags;  // the extra_flags that were given
   bool print = false;           // "--print" was given (and accepted)
 };

@@ -190,8 +190,8 @@ void check_non_ascii_placement(const std::string& text, const std::string& sourc
 
 }  // namespace
 
-void apply_toml_text(TrainerConfig& config, const std::string& text,
-                     const std::string& source_name) {
+void apply_toml_text(TrainerConfig& config, const std::string& text, const std::string& source_name,
+                     std::set<std::string>* set_keys) {
   check_non_ascii_placement(text, source_name);
   toml::table document;
   try {
@@ -220,11 +220,13 @@ void apply_toml_text(TrainerConfig& config, const std::string& text,
       const std::string field_where = location(source_name, value);
       with_field(config, section, key, field_where,
                  FieldReader{value, section + "." + key, field_where});
+      if (set_keys != nullptr) set_keys->insert(section + "." + key);
     }
   }
 }
 
-void apply_toml_file(TrainerConfig& config, const std::string& path) {
+void apply_toml_file(TrainerConfig& config, const std::string& path,
+                     std::set<std::string>* set_keys) {
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) fail("config file ", path, ": no such file");
   if (!std::filesystem::is_regular_file(path, ec)) fail("config file ", path, ": not a file");
@@ -233,7 +235,7 @@ void apply_toml_file(TrainerConfig& config, const std::string& path) {
   std::ostringstream text;
   text << in.rdbuf();
   if (in.bad()) fail("config file ", path, ": read error");
-  apply_toml_text(config, text.str(), path);
+  apply_toml_text(config, text.str(), path, set_keys);
 }
 
 }  // namespace titan::config

@@ -3,6 +3,7 @@
 // naming the file, the line and the key.
 #pragma once
 
+#include <set>
 #include <string>
 
 #include "titan/config/trainer_config.h"
@@ -10,11 +11,12 @@
 namespace titan::config {
 
 // Reads `path` and applies every key it sets to `config`; keys it does not mention keep
-// their values.
-void apply_toml_file(TrainerConfig& config, const std::string& path);
+// their values. With `set_keys`, adds "section.key" for every key the file sets.
+void apply_toml_file(TrainerConfig& config, const std::string& path,
+                     std::set<std::string>* set_keys = nullptr);
 
 // The same for TOML text already in memory; `source_name` stands for the file in messages.
-void apply_toml_text(TrainerConfig& config, const std::string& text,
-                     const std::string& source_name);
+void apply_toml_text(TrainerConfig& config, const std::string& text, const std::string& source_name,
+                     std::set<std::string>* set_keys = nullptr);
 
 }  // namespace titan::config

@@ -1,8 +1,10 @@
 // The configuration tree: plain structs with torchtitan's section and field names.
 //
-// Each section lists its fields once, in visit(); the TOML overlay, the CLI overrides,
-// printing and unknown-key errors are all generic code over that list (config_fields.h),
-// so a new field is added here and nowhere else. Value checks live in validate.cpp.
+// Each section lists its fields once, in visit(), each with its one-line description (what
+// `titan configs --print` writes as a comment above it); the TOML overlay, the CLI overrides,
+// printing and unknown-key errors are all generic code over that list (config_fields.h), so a
+// new field is added here, with its description, and nowhere else. Value checks live in
+// validate.cpp.
 #pragma once
 
 #include <cstdint>
@@ -16,111 +18,119 @@ struct JobConfig {
   std::string description = "titan-cpp training job";
   template <class V>
   void visit(V& v) {
-    v("dump_folder", dump_folder);
-    v("description", description);
+    v("dump_folder", dump_folder,
+      "folder of the run: config.toml, metrics.jsonl, checkpoints and exports (relative to the "
+      "current directory)");
+    v("description", description,
+      "a name for the run, printed at start-up and used as the title of titan plot");
   }
 };
 
 struct ModelConfig {
-  // Which ModelSpec builds the model: "qwen3" (native C++) or "transformers" (Hugging Face
-  // Transformers' own model, docs/transformers_backend.md).
   std::string name = "qwen3";
-  // A named flavor ("debugmodel", "0.6B", "30B-A3B", ...) or "auto" = every dimension from
-  // hf_assets_path/config.json.
   std::string flavor = "debugmodel";
-  // Folder with config.json (when present) and the tokenizer files.
   std::string hf_assets_path = "assets/qwen3-tokenizer";
-  // Hub id the weights came from (informational for qwen3); for transformers the model: a
-  // Hugging Face directory, an id whose files are in hf_assets_path, or a model type.
   std::string hf_model = "";
-  // MoE load balancing: "none", "aux_loss" (HF's Switch-style auxiliary loss, scaled by
-  // router_aux_loss_coef) or "expert_bias" (torchtitan's aux-loss-free bias update).
   std::string moe_load_balancing = "none";
   double router_aux_loss_coef = 0.001;
   double expert_bias_update_rate = 0.001;
-  // model.name transformers only (docs/transformers_backend.md): config fields to change,
-  // "FIELD=VALUE" with JSON values (e.g. "num_hidden_layers=2"; not applied with flavor auto,
-  // which takes hf_assets_path/config.json as it is), and the implementations Transformers runs
-  // ("" = its default).
   std::vector<std::string> hf_config_overrides = {};
-  std::string attn_implementation = "sdpa";  // sdpa | eager | ...
-  std::string experts_implementation = "";   // grouped_mm | eager | ...
+  std::string attn_implementation = "sdpa";
+  std::string experts_implementation = "";
   template <class V>
   void visit(V& v) {
-    v("name", name);
-    v("flavor", flavor);
-    v("hf_assets_path", hf_assets_path);
-    v("hf_model", hf_model);
-    v("moe_load_balancing", moe_load_balancing);
-    v("router_aux_loss_coef", router_aux_loss_coef);
-    v("expert_bias_update_rate", expert_bias_update_rate);
-    v("hf_config_overrides", hf_config_overrides);
-    v("attn_implementation", attn_implementation);
-    v("experts_implementation", experts_implementation);
+    v("name", name,
+      "which model builds it: qwen3 (native C++) or transformers (Hugging Face Transformers' own "
+      "model)");
+    v("flavor", flavor,
+      "a named size (debugmodel, 0.6B, 30B-A3B, ...; checked against hf_assets_path/config.json "
+      "when there) or auto (every dimension from that config.json)");
+    v("hf_assets_path", hf_assets_path,
+      "folder with the tokenizer files and config.json; default: checkpoint.initial_load_path when "
+      "that is a Hugging Face folder");
+    v("hf_model", hf_model,
+      "hub id the weights came from (informational for qwen3); for transformers the model: an HF "
+      "folder, an id whose files are in hf_assets_path, or a model type");
+    v("moe_load_balancing", moe_load_balancing,
+      "MoE load balancing: none, aux_loss (HF's auxiliary loss, scaled by router_aux_loss_coef) or "
+      "expert_bias (torchtitan's aux-loss-free bias update)");
+    v("router_aux_loss_coef", router_aux_loss_coef,
+      "weight of the auxiliary load-balancing loss (moe_load_balancing aux_loss)");
+    v("expert_bias_update_rate", expert_bias_update_rate,
+      "step size of the expert bias update (moe_load_balancing expert_bias)");
+    v("hf_config_overrides", hf_config_overrides,
+      "model.name transformers: config fields to change, FIELD=VALUE with JSON values (not applied "
+      "with flavor auto)");
+    v("attn_implementation", attn_implementation,
+      "model.name transformers: the attention Transformers runs (sdpa, eager, ...)");
+    v("experts_implementation", experts_implementation,
+      "model.name transformers: the MoE experts Transformers runs (grouped_mm, eager, ...; empty: "
+      "its default)");
   }
 };
 
 struct TrainingConfig {
   int64_t steps = 20;
   int64_t local_batch_size = 8;
-  // -1: local_batch_size x data-parallel degree (no gradient accumulation).
   int64_t global_batch_size = -1;
   int64_t seq_len = 256;
   double max_norm = 1.0;
-  // dtype of the parameters the optimizer updates: float32 | bfloat16.
   std::string dtype = "float32";
-  // dtype forward/backward compute in: auto (bfloat16 on CUDA, float32 on the CPU) |
-  // float32 | bfloat16.
   std::string mixed_precision_param = "auto";
   std::string mixed_precision_reduce = "float32";
-  // Dataset name, informational when dataset_path is set.
   std::string dataset = "python_stdlib";
-  // A dataset file, folder or glob (data/document_source.h: jsonl, Parquet, Arrow, text).
   std::string dataset_path = "assets/corpus/python_stdlib.jsonl";
-  // The jsonl field, or the Parquet/Arrow string column, that holds each document's text.
   std::string dataset_text_field = "text";
-  // Token placed between packed documents.
   std::string eos_token = "<|endoftext|>";
-  // Block-causal attention over packed rows: each document attends to itself only, positions
-  // restart at 0 where a document starts, and the label crossing into the next document is
-  // ignored. false: plain causal attention across the packed row.
   bool document_masking = false;
-  // Visit the documents in a new order every epoch, drawn from `seed` (false: file order).
   bool shuffle = false;
-  // Supervised fine-tuning: dataset records are conversations ({"messages": [...], "tools"}),
-  // rendered with the chat template of model.hf_assets_path; only assistant turns are trained.
   bool sft = false;
-  // Batches a background thread reads, tokenizes and packs ahead of the step (0: none).
   int64_t prefetch_batches = 2;
   int64_t seed = 0;
   bool deterministic = false;
-  // "cpu", "cuda" or "auto" (cuda when available).
   std::string device = "auto";
-  // A step whose loss or gradient norm is not finite: false = stop with an error naming the
-  // step; true = skip its update (the weights stay as they were) and count it.
   bool skip_nonfinite_steps = false;
   template <class V>
   void visit(V& v) {
-    v("steps", steps);
-    v("local_batch_size", local_batch_size);
-    v("global_batch_size", global_batch_size);
-    v("seq_len", seq_len);
-    v("max_norm", max_norm);
-    v("dtype", dtype);
-    v("mixed_precision_param", mixed_precision_param);
-    v("mixed_precision_reduce", mixed_precision_reduce);
-    v("dataset", dataset);
-    v("dataset_path", dataset_path);
-    v("dataset_text_field", dataset_text_field);
-    v("eos_token", eos_token);
-    v("document_masking", document_masking);
-    v("shuffle", shuffle);
-    v("sft", sft);
-    v("prefetch_batches", prefetch_batches);
-    v("seed", seed);
-    v("deterministic", deterministic);
-    v("device", device);
-    v("skip_nonfinite_steps", skip_nonfinite_steps);
+    v("steps", steps, "optimizer steps to train");
+    v("local_batch_size", local_batch_size, "rows of seq_len tokens per rank per micro-batch");
+    v("global_batch_size", global_batch_size,
+      "rows per optimizer step over all ranks (a multiple of local_batch_size x data-parallel "
+      "degree: gradient accumulation); -1: local_batch_size x data-parallel degree");
+    v("seq_len", seq_len, "tokens per row");
+    v("max_norm", max_norm, "gradient clipping: the largest total gradient norm");
+    v("dtype", dtype,
+      "dtype of the parameters the optimizer updates: float32 or bfloat16 (pure bf16 training)");
+    v("mixed_precision_param", mixed_precision_param,
+      "dtype forward and backward compute in: auto (bfloat16 on CUDA, float32 on the CPU), float32 "
+      "or bfloat16");
+    v("mixed_precision_reduce", mixed_precision_reduce,
+      "dtype of the data-parallel gradient reduction: float32 or bfloat16");
+    v("dataset", dataset,
+      "a built-in dataset: python_stdlib or chat; sets dataset_path when that is not given");
+    v("dataset_path", dataset_path,
+      "dataset file, folder, glob or weighted list (jsonl, jsonl.gz/zst, Parquet, Arrow, text, "
+      "token shards)");
+    v("dataset_text_field", dataset_text_field,
+      "the jsonl field, or Parquet/Arrow string column, that holds each document's text");
+    v("eos_token", eos_token, "token placed after every packed document");
+    v("document_masking", document_masking,
+      "block-causal attention over packed rows: each document attends to itself only, positions "
+      "restart at 0 (false: plain causal across the row)");
+    v("shuffle", shuffle,
+      "visit the documents in a new order every epoch, drawn from seed (false: file order)");
+    v("sft", sft,
+      "supervised fine-tuning: records are conversations ({\"messages\": [...]}) rendered with the "
+      "chat template; only assistant turns are trained");
+    v("prefetch_batches", prefetch_batches,
+      "batches a background thread reads, tokenizes and packs ahead (0: none)");
+    v("seed", seed, "seed of the weight initialisation, shuffling and every other random draw");
+    v("deterministic", deterministic,
+      "use deterministic algorithms only (identical runs also need the same OMP_NUM_THREADS)");
+    v("device", device, "cpu, cuda or auto (cuda when available)");
+    v("skip_nonfinite_steps", skip_nonfinite_steps,
+      "a step whose loss or gradient norm is not finite: false stops with an error naming the "
+      "step, true skips its update and counts it");
   }
 };
 
@@ -134,34 +144,37 @@ struct ValidatorConfig {
   std::string dataset_path = "";
   template <class V>
   void visit(V& v) {
-    v("enable", enable);
-    v("freq", freq);
-    v("steps", steps);
-    v("dataset_path", dataset_path);
+    v("enable", enable, "log a held-out loss every freq steps and at the last one");
+    v("freq", freq, "steps between validations");
+    v("steps", steps,
+      "global batches of dataset_path to evaluate each time (the same ones every time); -1: the "
+      "whole file");
+    v("dataset_path", dataset_path, "the held-out dataset (any form training.dataset_path takes)");
   }
 };
 
 struct ParallelismConfig {
   int64_t data_parallel_replicate_degree = 1;
-  // -1: whatever is left of the world size.
   int64_t data_parallel_shard_degree = -1;
   int64_t tensor_parallel_degree = 1;
   int64_t pipeline_parallel_degree = 1;
   int64_t context_parallel_degree = 1;
   int64_t expert_parallel_degree = 1;
-  // When FSDP frees a unit's all-gathered parameters after its forward: "default" (every unit
-  // but the last block and the head, whose backward comes right after), "always", "never"
-  // (keep them until backward: faster, more memory).
   std::string fsdp_reshard_after_forward = "default";
   template <class V>
   void visit(V& v) {
-    v("data_parallel_replicate_degree", data_parallel_replicate_degree);
-    v("data_parallel_shard_degree", data_parallel_shard_degree);
-    v("tensor_parallel_degree", tensor_parallel_degree);
-    v("pipeline_parallel_degree", pipeline_parallel_degree);
-    v("context_parallel_degree", context_parallel_degree);
-    v("expert_parallel_degree", expert_parallel_degree);
-    v("fsdp_reshard_after_forward", fsdp_reshard_after_forward);
+    v("data_parallel_replicate_degree", data_parallel_replicate_degree,
+      "DDP replicas (with a shard degree > 1: HSDP)");
+    v("data_parallel_shard_degree", data_parallel_shard_degree,
+      "FSDP shards; -1: whatever is left of the world size");
+    v("tensor_parallel_degree", tensor_parallel_degree, "tensor-parallel degree");
+    v("pipeline_parallel_degree", pipeline_parallel_degree, "pipeline-parallel degree");
+    v("context_parallel_degree", context_parallel_degree, "context-parallel degree");
+    v("expert_parallel_degree", expert_parallel_degree,
+      "expert-parallel degree (borrowed from shard x context x tensor)");
+    v("fsdp_reshard_after_forward", fsdp_reshard_after_forward,
+      "when FSDP frees a unit's gathered parameters after its forward: default (all but the last "
+      "block and the head), always, never (faster, more memory)");
   }
 };
 
@@ -171,88 +184,95 @@ struct OptimizerConfig {
   std::vector<double> betas = {0.9, 0.95};
   double eps = 1e-8;
   double weight_decay = 0.1;
-  // fused (at::_fused_adamw_) | foreach | for-loop.
   std::string implementation = "fused";
-  // Parameter groups by name: "GLOB=WEIGHT_DECAY" entries, first match wins. Empty: the HF
-  // Trainer's rule (weight_decay on matrices, none on vectors such as norms). ["*=0.1"] is
-  // torchtitan's single catch-all group.
   std::vector<std::string> param_groups = {};
   template <class V>
   void visit(V& v) {
-    v("name", name);
-    v("lr", lr);
-    v("betas", betas);
-    v("eps", eps);
-    v("weight_decay", weight_decay);
-    v("implementation", implementation);
-    v("param_groups", param_groups);
+    v("name", name, "the optimizer: AdamW");
+    v("lr", lr, "peak learning rate");
+    v("betas", betas, "AdamW's two betas");
+    v("eps", eps, "AdamW's epsilon");
+    v("weight_decay", weight_decay, "decoupled weight decay");
+    v("implementation", implementation, "fused (at::_fused_adamw_), foreach or for-loop");
+    v("param_groups", param_groups,
+      "weight decay by parameter name, GLOB=WEIGHT_DECAY entries, first match wins; empty: the HF "
+      "Trainer's rule (none on vectors such as norms)");
   }
 };
 
 struct LRSchedulerConfig {
   int64_t warmup_steps = 2;
-  // -1: training.steps.
   int64_t total_steps = -1;
-  // Fraction of the steps spent decaying (warmup-stable-decay); -1: decay over every step
-  // after the warmup.
   double decay_ratio = -1.0;
-  std::string decay_type = "linear";  // linear | sqrt | cosine
+  std::string decay_type = "linear";
   double min_lr_factor = 0.0;
   template <class V>
   void visit(V& v) {
-    v("warmup_steps", warmup_steps);
-    v("total_steps", total_steps);
-    v("decay_ratio", decay_ratio);
-    v("decay_type", decay_type);
-    v("min_lr_factor", min_lr_factor);
+    v("warmup_steps", warmup_steps,
+      "steps of linear warmup (clipped to the total, with a warning)");
+    v("total_steps", total_steps, "steps the schedule spans; -1: training.steps");
+    v("decay_ratio", decay_ratio,
+      "fraction of the steps spent decaying (warmup-stable-decay); -1: decay over every step after "
+      "the warmup");
+    v("decay_type", decay_type, "linear, sqrt or cosine");
+    v("min_lr_factor", min_lr_factor, "the lr at the end, as a fraction of optimizer.lr");
   }
 };
 
 struct CheckpointConfig {
   bool enable = false;
-  std::string folder = "checkpoint";  // relative to job.dump_folder
+  std::string folder = "checkpoint";
   int64_t interval = 500;
   std::string initial_load_path = "";
   bool initial_load_in_hf = false;
   bool initial_load_model_only = true;
   bool last_save_in_hf = false;
   bool last_save_model_only = true;
-  std::string export_dtype = "float32";  // float32 | bfloat16 | float16
+  std::string export_dtype = "float32";
   std::string hf_max_shard_size = "5GB";
   int64_t keep_latest_k = 10;
-  std::string async_mode = "disabled";  // disabled | async
+  std::string async_mode = "disabled";
   int64_t load_step = -1;
   std::vector<std::string> exclude_from_loading = {};
   template <class V>
   void visit(V& v) {
-    v("enable", enable);
-    v("folder", folder);
-    v("interval", interval);
-    v("initial_load_path", initial_load_path);
-    v("initial_load_in_hf", initial_load_in_hf);
-    v("initial_load_model_only", initial_load_model_only);
-    v("last_save_in_hf", last_save_in_hf);
-    v("last_save_model_only", last_save_model_only);
-    v("export_dtype", export_dtype);
-    v("hf_max_shard_size", hf_max_shard_size);
-    v("keep_latest_k", keep_latest_k);
-    v("async_mode", async_mode);
-    v("load_step", load_step);
-    v("exclude_from_loading", exclude_from_loading);
+    v("enable", enable,
+      "write training checkpoints every interval steps and at the last one, and resume from the "
+      "newest");
+    v("folder", folder, "folder of the training checkpoints, under job.dump_folder");
+    v("interval", interval, "steps between training checkpoints");
+    v("initial_load_path", initial_load_path,
+      "weights to start from when there is nothing to resume: a Hugging Face folder (also the "
+      "default of model.hf_assets_path) or a training checkpoint step-N");
+    v("initial_load_in_hf", initial_load_in_hf,
+      "the initial load is a Hugging Face folder (empty initial_load_path: model.hf_assets_path)");
+    v("initial_load_model_only", initial_load_model_only,
+      "from a training checkpoint, load the model only (not the optimizer, data position, ...)");
+    v("last_save_in_hf", last_save_in_hf,
+      "at the end, export a Hugging Face folder to job.dump_folder/hf/step-N");
+    v("last_save_model_only", last_save_model_only, "the last save holds the model only");
+    v("export_dtype", export_dtype,
+      "dtype of the Hugging Face export: float32, bfloat16 or float16");
+    v("hf_max_shard_size", hf_max_shard_size,
+      "largest safetensors file of the export (e.g. 5GB); bigger models are sharded");
+    v("keep_latest_k", keep_latest_k, "training checkpoints kept (0: all)");
+    v("async_mode", async_mode,
+      "disabled (save on the training thread) or async (in the background after a CPU copy)");
+    v("load_step", load_step, "the step to resume from; -1: the newest complete checkpoint");
+    v("exclude_from_loading", exclude_from_loading,
+      "parts not restored on resume: model, optimizer, lr_scheduler, dataloader, train_state, rng");
   }
 };
 
 struct ActivationCheckpointConfig {
-  // none | selective | full (every block recomputed in backward).
   std::string mode = "none";
-  // With mode selective: an integer N recomputes every N-th block (torchtitan's count: blocks
-  // N-1, 2N-1, ...); "op" recomputes the cheap ops of every block (norms, rotary embedding)
-  // and keeps the matmul and attention outputs.
   std::string selective_ac_option = "2";
   template <class V>
   void visit(V& v) {
-    v("mode", mode);
-    v("selective_ac_option", selective_ac_option);
+    v("mode", mode, "recompute activations in backward: none, selective or full (every block)");
+    v("selective_ac_option", selective_ac_option,
+      "with mode selective: N recomputes every N-th block; op recomputes the cheap ops of every "
+      "block");
   }
 };
 
@@ -262,41 +282,43 @@ struct MetricsConfig {
   std::string save_tb_folder = "tb";
   template <class V>
   void visit(V& v) {
-    v("log_freq", log_freq);
-    v("enable_tensorboard", enable_tensorboard);
-    v("save_tb_folder", save_tb_folder);
+    v("log_freq", log_freq,
+      "steps between step lines (step 1 and the last step are always logged)");
+    v("enable_tensorboard", enable_tensorboard,
+      "also write the metrics as TensorBoard scalars (torchtitan's tags)");
+    v("save_tb_folder", save_tb_folder, "TensorBoard folder, under job.dump_folder");
   }
 };
 
 // Kernel overrides (docs/kernels.md): which implementation each overridable op uses where.
 struct OverrideConfig {
-  // "OP=IMPL" or "OP=IMPL@GLOB" entries, e.g. "moe_experts=fused@layers.*.moe"; call sites no
-  // entry claims use "reference". Ops: rms_norm, rope, attention, swiglu, moe_router,
-  // moe_experts, cross_entropy.
   std::vector<std::string> imports = {};
-  // Shared libraries of kernels loaded at start-up (they register implementations).
   std::vector<std::string> libraries = {};
-  // An implementation that does not support the run's device or dtype: false = an error,
-  // true = use reference there, with a warning.
   bool fallback = false;
   template <class V>
   void visit(V& v) {
-    v("imports", imports);
-    v("libraries", libraries);
-    v("fallback", fallback);
+    v("imports", imports,
+      "kernel overrides, OP=IMPL or OP=IMPL@GLOB entries; call sites no entry claims use reference "
+      "(docs/kernels.md)");
+    v("libraries", libraries,
+      "shared libraries of kernels loaded at start-up (they register implementations)");
+    v("fallback", fallback,
+      "an implementation that does not support the device or dtype: false is an error, true uses "
+      "reference there with a warning");
   }
 };
 
 // Traces of one step every profile_freq steps (torchtitan's profiling section).
 struct ProfilingConfig {
   bool enable_profiling = false;
-  std::string save_traces_folder = "profile_traces";  // relative to job.dump_folder
+  std::string save_traces_folder = "profile_traces";
   int64_t profile_freq = 10;
   template <class V>
   void visit(V& v) {
-    v("enable_profiling", enable_profiling);
-    v("save_traces_folder", save_traces_folder);
-    v("profile_freq", profile_freq);
+    v("enable_profiling", enable_profiling,
+      "trace one step every profile_freq steps with the libtorch profiler");
+    v("save_traces_folder", save_traces_folder, "folder of the traces, under job.dump_folder");
+    v("profile_freq", profile_freq, "steps between traced steps");
   }
 };
 
@@ -305,29 +327,34 @@ struct CommConfig {
   int64_t train_timeout_seconds = 100;
   template <class V>
   void visit(V& v) {
-    v("init_timeout_seconds", init_timeout_seconds);
-    v("train_timeout_seconds", train_timeout_seconds);
+    v("init_timeout_seconds", init_timeout_seconds,
+      "timeout of the collectives up to the end of the first step");
+    v("train_timeout_seconds", train_timeout_seconds,
+      "timeout of the collectives after the first step");
   }
 };
 
 struct DebugConfig {
   bool print_config = false;
-  // Test hook: sleep this long per tensor written during a checkpoint save.
   int64_t checkpoint_write_delay_ms = 0;
-  // Test hook: the loss of this step is made NaN (-1: never).
   int64_t inject_nonfinite_at_step = -1;
-  // Test hook: sleep this long after every step (to signal a run at a known point).
   int64_t step_delay_ms = 0;
+  bool assume_cpu_without_bf16 = false;
   // Benchmark hook: false makes every data-parallel rank read (tokenize) every document itself,
   // as the loader did before shared reading (the batches are the same either way).
   bool shared_reading = true;
   template <class V>
   void visit(V& v) {
-    v("print_config", print_config);
-    v("checkpoint_write_delay_ms", checkpoint_write_delay_ms);
-    v("inject_nonfinite_at_step", inject_nonfinite_at_step);
-    v("step_delay_ms", step_delay_ms);
-    v("shared_reading", shared_reading);
+    v("print_config", print_config, "print the resolved config at start-up");
+    v("checkpoint_write_delay_ms", checkpoint_write_delay_ms,
+      "test hook: sleep this long per tensor written during a checkpoint save");
+    v("inject_nonfinite_at_step", inject_nonfinite_at_step,
+      "test hook: make the loss of this step NaN (-1: never)");
+    v("step_delay_ms", step_delay_ms, "test hook: sleep this long after every step");
+    v("assume_cpu_without_bf16", assume_cpu_without_bf16,
+      "test hook: treat the CPU as one without bf16 instructions (for the warning about them)");
+    v("shared_reading", shared_reading,
+      "benchmark hook: false makes every data-parallel rank tokenize every document itself");
   }
 };
 

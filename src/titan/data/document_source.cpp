@@ -222,9 +222,14 @@ std::string JsonlSource::text(int64_t index) {
   const Line& line = lines_.at(static_cast<size_t>(index));
   nlohmann::ordered_json j = record(index);
   if (!j.contains(text_field_) || !j[text_field_].is_string()) {
+    // A chat dataset read as plain text: the likely fix is one flag away.
+    const bool conversation = !j.contains(text_field_) && j.contains("messages");
     fail_read("dataset file ", path_, ":", line.number,
               ": expected an object with a string field \"", text_field_,
-              "\" (training.dataset_text_field)");
+              "\" (training.dataset_text_field)",
+              conversation ? "; this record is a conversation ({\"messages\": [...]}): set "
+                             "training.sft = true to train on chat records"
+                           : "");
   }
   return std::move(j[text_field_].get_ref<std::string&>());
 }

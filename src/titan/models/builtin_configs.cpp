@@ -1,5 +1,6 @@
 #include "titan/models/builtin_configs.h"
 
+#include "titan/common/installation.h"
 #include "titan/models/model_spec.h"
 #include "titan/models/qwen3/config_functions.h"
 #include "titan/models/transformers_configs.h"
@@ -21,6 +22,7 @@ config::ResolveOptions builtin_resolve_options() {
   config::ResolveOptions options;
   options.registry = &builtin_config_registry();
   options.model_names = model_spec_names();
+  options.install_root = installation_root();
   return options;
 }
 

@@ -9,8 +9,8 @@ namespace titan::models {
 
 config::ConfigRegistry& builtin_config_registry();
 
-// ResolveOptions for the CLI: the built-in config functions, and the model registry's names as
-// the accepted model.name values.
+// ResolveOptions for the CLI: the built-in config functions, the model registry's names as
+// the accepted model.name values, and the installation the built-in default paths live in.
 config::ResolveOptions builtin_resolve_options();
 
 }  // namespace titan::models

@@ -81,12 +81,18 @@ TrainerConfig debugmodel(bool moe) {
   return c;
 }
 
-// Supervised fine-tuning of the pretrained weights (a small learning rate, cosine decay, a bf16
-// Hugging Face export at the end).
+// Supervised fine-tuning of the pretrained weights on chat records (training.sft: only the
+// assistant turns are trained; a small learning rate, cosine decay, a bf16 Hugging Face export
+// at the end). The Transformers backend has no block-causal attention yet, so the packed
+// conversations see each other (titan warns; the native model's SFT configs mask them).
 TrainerConfig sft_full() {
   TrainerConfig c = full();
   c.job.dump_folder = "./outputs/transformers_modeling_backend_sft_full";
-  c.job.description = "fine-tune Qwen/Qwen3-0.6B with the Transformers modeling backend";
+  c.job.description = "SFT of Qwen/Qwen3-0.6B on chat records with the Transformers backend";
+  c.training.sft = true;
+  c.training.shuffle = true;
+  c.training.dataset = "chat";
+  c.training.dataset_path = "assets/sft/chat.jsonl";
   c.checkpoint.initial_load_in_hf = true;
   c.checkpoint.last_save_in_hf = true;
   c.checkpoint.export_dtype = "bfloat16";
@@ -106,7 +112,8 @@ void register_transformers_configs(config::ConfigRegistry& r) {
       kModule, "transformers_modeling_backend_native_qwen3", [] { return native_qwen3(full()); },
       "the same job with the native Qwen3 (model.name qwen3)");
   r.add(kModule, "transformers_modeling_backend_sft_full", sft_full,
-        "fine-tune the pretrained Qwen/Qwen3-0.6B with the Transformers backend");
+        "SFT of the pretrained Qwen/Qwen3-0.6B on chat records (training.sft) with the "
+        "Transformers backend");
   r.add(
       kModule, "transformers_modeling_backend_debugmodel", [] { return debugmodel(false); },
       "debug-sized Qwen3 with the Transformers backend; 2 CPU cores");

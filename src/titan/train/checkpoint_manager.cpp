@@ -10,6 +10,7 @@
 #include "titan/common/box_tensor.h"
 #include "titan/common/error.h"
 #include "titan/common/strings.h"
+#include "titan/train/resume_config_check.h"
 
 namespace fs = std::filesystem;
 
@@ -149,6 +150,8 @@ checkpoint::TrainingCheckpoint CheckpointManager::snapshot(int64_t step) const {
   c.mesh = layout_.mesh();
   for (const auto& [name, part] : parts_)
     c.parts.emplace_back(name, to_pieces(part->save(), layout_));
+  // The resolved config, compared on resume (resume_config_check.h): manifest state.config.
+  c.part("config").state = saved_config_text(cfg_);
   return c;
 }
 

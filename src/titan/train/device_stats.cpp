@@ -17,6 +17,8 @@ DeviceMemory cuda_memory(int device_index) {
   m.peak_bytes = double(stats.allocated_bytes[static_cast<size_t>(Stat::AGGREGATE)].peak);
   m.peak_reserved_bytes = double(stats.reserved_bytes[static_cast<size_t>(Stat::AGGREGATE)].peak);
   m.total_bytes = double(prop.totalGlobalMem);
+  m.num_alloc_retries = stats.num_alloc_retries;
+  m.num_ooms = stats.num_ooms;
   return m;
 }
 void reset_cuda_peak_memory(int device_index) {

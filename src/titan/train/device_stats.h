@@ -11,6 +11,8 @@ struct DeviceMemory {
   double peak_bytes = 0;           // peak allocated by the caching allocator
   double peak_reserved_bytes = 0;  // peak reserved (allocated + cached) by it
   double total_bytes = 0;          // device memory
+  int64_t num_alloc_retries = 0;   // cudaMalloc retries after freeing the cache
+  int64_t num_ooms = 0;            // out-of-memory errors the allocator raised
 };
 
 DeviceMemory cuda_memory(int device_index);

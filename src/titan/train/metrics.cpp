@@ -12,6 +12,7 @@
 #include "titan/common/error.h"
 #include "titan/train/device_stats.h"
 #include "titan/train/tensorboard/event_writer.h"
+#include "titan/train/tensorboard_tags.h"
 
 namespace titan::train {
 
@@ -31,6 +32,15 @@ std::pair<double, double> peak_memory(at::Device device) {
 double peak_reserved_memory(at::Device device) {
   if (!device.is_cuda()) return 0;
   return cuda_memory(device.index()).peak_reserved_bytes / (1024.0 * 1024.0 * 1024.0);
+}
+
+void add_allocator_counters(at::Device device, StepMetrics& m) {
+  if (!device.is_cuda()) return;
+  const DeviceMemory mem = cuda_memory(device.index());
+  m.memory_reserved_percent =
+      100.0 * mem.peak_reserved_bytes / std::max<double>(mem.total_bytes, 1);
+  m.num_alloc_retries = mem.num_alloc_retries;
+  m.num_ooms = mem.num_ooms;
 }
 
 std::optional<double> device_peak_flops(at::Device device) {
@@ -98,14 +108,7 @@ void MetricsLogger::log(const StepMetrics& m) {
   if (m.validation_loss) j["validation_metrics/loss"] = *m.validation_loss;
   jsonl_ << j.dump() << "\n";
   jsonl_.flush();
-  if (tensorboard_) {
-    // One scalar per number of the record, under the same names.
-    std::vector<std::pair<std::string, double>> scalars;
-    for (const auto& [key, value] : j.items())
-      if (key != "step" && value.is_number()) scalars.emplace_back(key, value.get<double>());
-    if (!std::isfinite(m.loss)) scalars.emplace_back("loss", m.loss);  // JSON has no NaN
-    tensorboard_->add_scalars(m.step, scalars);
-  }
+  if (tensorboard_) tensorboard_->add_scalars(m.step, tensorboard_scalars(m));
 }
 
 }  // namespace titan::train

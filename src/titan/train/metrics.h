@@ -29,12 +29,23 @@ struct StepMetrics {
                                           // data_loading time)
   std::optional<double> validation_loss;  // when the validator ran at this step
   int64_t documents_read = 0;             // documents this rank read (tokenized) so far
+  // For the TensorBoard scalars (torchtitan's, tensorboard_tags.h), not in metrics.jsonl:
+  std::optional<double> max_loss;  // the largest of the data-parallel ranks' mean token losses
+  int64_t window_steps = 1;        // steps since the previous logged step
+  double window_seconds = 0;       // and their wall time
+  int64_t tokens_seen = 0;         // over all ranks, this step included
+  double memory_reserved_percent = 0;
+  int64_t num_alloc_retries = 0;
+  int64_t num_ooms = 0;
 };
 
 // Peak memory of this process on `device`, in GiB, and as a percentage of the total.
 std::pair<double, double> peak_memory(at::Device device);
 // Peak memory reserved by the CUDA caching allocator, in GiB (0 on the CPU).
 double peak_reserved_memory(at::Device device);
+// The CUDA caching allocator's reserved peak as a percentage of the device's memory, its
+// allocation retries and out-of-memory count (zeros on the CPU), into `m`.
+void add_allocator_counters(at::Device device, StepMetrics& m);
 
 // Dense bf16 peak FLOP/s of the device, when known (H100/H200: 989e12); nullopt on the CPU.
 std::optional<double> device_peak_flops(at::Device device);

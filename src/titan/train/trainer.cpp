@@ -35,6 +35,8 @@
 #include "titan/train/placed_layout.h"
 #include "titan/train/precision.h"
 #include "titan/train/progress_line.h"
+#include "titan/train/resume_config_check.h"
+#include "titan/train/run_warnings.h"
 #include "titan/train/step_profiler.h"
 #include "titan/train/stop_request.h"
 #include "titan/train/validator.h"
@@ -85,6 +87,8 @@ class Trainer {
   TrainSummary train() {
     TrainSummary summary;
     summary.last_step = first_step_ - 1;
+    last_logged_step_ = first_step_ - 1;
+    last_log_time_ = Clock::now();
     for (int64_t step = first_step_; step <= cfg_.training.steps; ++step) {
       const auto start = Clock::now();
       const nlohmann::json loader_before = loader_->state();
@@ -147,6 +151,7 @@ class Trainer {
  private:
   struct StepResult {
     double loss = 0;
+    double max_loss = 0;  // the largest data-parallel rank's mean token loss
     double grad_norm = 0;
     double lr = 0;
   };
@@ -222,6 +227,10 @@ class Trainer {
     TITAN_CHECK(tokenizer_->vocab_size() <= model_vocab, "the tokenizer in ",
                 cfg_.model.hf_assets_path, " has ", tokenizer_->vocab_size(),
                 " tokens but the model's vocabulary is ", model_vocab);
+    if (auto w = seq_len_warning(cfg_.training.seq_len, model_->hf_config("float32"),
+                                 "training.seq_len");
+        w && dist_.rank() == 0)
+      print_warning(*w);
     // Counted on the whole model, before parallelism splits it.
     if (spec_->flops_per_token)
       flops_per_token_ = spec_->flops_per_token(*model_, cfg_.training.seq_len);
@@ -288,6 +297,9 @@ class Trainer {
   void restore() {
     train_state_.step = load_initial_state(cfg_, *spec_, *model_, *checkpoints_, *layout_);
     first_step_ = train_state_.step + 1;
+    if (first_step_ > 1)
+      warn_on_resume_config_change(cfg_, micro_batches_ * cfg_.training.local_batch_size * dp_size(),
+                                   checkpoints_->step_dir(first_step_ - 1), dist_.rank() == 0);
   }
 
   // ---- during training --------------------------------------------------------------------
@@ -325,6 +337,13 @@ class Trainer {
     return t.item<double>();
   }
 
+  double max_over_dp(double value) {
+    if (dp_size() == 1) return value;
+    at::Tensor t = at::tensor({value}, at::TensorOptions(precision_.device).dtype(at::kDouble));
+    parallel_->mesh()["dp"].all_reduce(t, distributed::ReduceOp::kMax);
+    return t.item<double>();
+  }
+
   // loss = summed cross-entropy over the step's valid tokens / their number, accumulated over
   // micro-batches so that accumulation gives the same gradient as one big batch.
   StepResult train_step(int64_t step) {
@@ -355,6 +374,8 @@ class Trainer {
       if (dp) dp->finish_backward();
       result.loss += loss.item<double>();
     }
+    // torchtitan's global_max_loss: each rank's loss over its own tokens, the largest of them.
+    result.max_loss = max_over_dp(local_tokens > 0 ? result.loss * valid_tokens / local_tokens : 0);
     result.loss = sum_over_dp(result.loss);
     result.lr = scheduler_->lr_at(step - 1);
     const char* nonfinite = nullptr;  // what was not finite, if anything, and its value
@@ -435,6 +456,13 @@ class Trainer {
     data_wait_logged_ = loader_->wait_seconds();
     m.documents_read = loader_->documents_read();
     m.validation_loss = validation_loss;
+    m.max_loss = r.max_loss;
+    m.window_steps = step - last_logged_step_;
+    m.window_seconds = std::chrono::duration<double>(Clock::now() - last_log_time_).count();
+    last_logged_step_ = step;
+    last_log_time_ = Clock::now();
+    m.tokens_seen = train_state_.tokens_seen;
+    add_allocator_counters(precision_.device, m);
     m.memory_reserved_gib = peak_reserved_memory(precision_.device);
     m.step = step;
     m.loss = r.loss;
@@ -481,7 +509,9 @@ class Trainer {
   // Installed once set-up is done: a signal before then stops the process as usual.
   std::optional<StopRequest> stop_;
   int64_t skipped_steps_ = 0;
-  double data_wait_logged_ = 0;  // the loader's wait up to the last logged step
+  double data_wait_logged_ = 0;      // the loader's wait up to the last logged step
+  int64_t last_logged_step_ = 0;     // and that step
+  Clock::time_point last_log_time_;  // and when it was logged
   int64_t first_step_ = 1;
 };
 

@@ -20,7 +20,7 @@ TrainerConfig every_field_changed() {
   TrainerConfig config;
   int counter = 0;
   auto on_section = [&](const char*, auto& fields) {
-    auto on_field = [&](const char*, auto& value) {
+    auto on_field = [&](const char*, auto& value, const char*) {
       using T = std::decay_t<decltype(value)>;
       ++counter;
       if constexpr (std::is_same_v<T, int64_t>) {
@@ -135,6 +135,31 @@ TEST(ConfigFields, PrintedDefaultsReadBackToDefaults) {
   TrainerConfig reloaded = every_field_changed();
   apply_toml_text(reloaded, to_toml(TrainerConfig{}), "defaults.toml");
   EXPECT_EQ(flatten(reloaded), flatten(TrainerConfig{}));
+}
+
+TEST(ConfigFields, EveryFieldHasADescription) {
+  TrainerConfig config;
+  std::vector<std::string> missing;
+  auto on_section = [&](const char* section, auto& fields) {
+    auto on_field = [&](const char* key, auto&, const char* description = "") {
+      if (std::string(description).empty()) missing.push_back(std::string(section) + "." + key);
+      EXPECT_EQ(std::string(description).find('\n'), std::string::npos) << key << ": one line";
+    };
+    fields.visit(on_field);
+  };
+  config.visit_sections(on_section);
+  EXPECT_TRUE(missing.empty()) << "fields without a description in visit(): " << missing.size()
+                               << ", the first " << (missing.empty() ? "" : missing.front());
+  EXPECT_EQ(field_description("training", "steps"), "optimizer steps to train");
+}
+
+TEST(ConfigFields, DescriptionsAreCommentsAboveTheirKeysAndReadBack) {
+  const TrainerConfig config = every_field_changed();
+  const std::string text = to_toml(config, /*with_descriptions=*/true);
+  EXPECT_CONTAINS(text, "# optimizer steps to train\nsteps = ");
+  TrainerConfig back;
+  apply_toml_text(back, text, "described.toml");
+  EXPECT_EQ(flatten(back), flatten(config));
 }
 
 }  // namespace

@@ -23,7 +23,7 @@ using FlatConfig = std::vector<std::pair<std::string, FieldValue>>;
 inline FlatConfig flatten(TrainerConfig config) {
   FlatConfig flat;
   auto on_section = [&](const char* section, auto& fields) {
-    auto on_field = [&](const char* key, auto& value) {
+    auto on_field = [&](const char* key, auto& value, const char* = "") {
       flat.emplace_back(std::string(section) + "." + key, FieldValue(value));
     };
     fields.visit(on_field);

@@ -7,6 +7,7 @@
 #include <map>
 
 #include "config_test_util.h"
+#include "titan/common/installation.h"
 #include "titan/config/config_fields.h"
 #include "titan/config/resolve.h"
 #include "titan/config/toml_overlay.h"
@@ -18,6 +19,13 @@ namespace titan::config {
 namespace {
 
 using testing::flatten;
+
+// A built-in default path as resolution leaves it: beside the installation when there is one
+// (the folder holding assets/ above the test binary), else as the config function wrote it.
+std::string builtin_path(const std::string& relative) {
+  const std::string root = installation_root();
+  return root.empty() ? relative : (std::filesystem::path(root) / relative).string();
+}
 
 const std::vector<std::string> kSizes = {"0_6b", "1_7b", "4b",      "8b",
                                          "14b",  "32b",  "30b_a3b", "235b_a22b"};
@@ -77,7 +85,8 @@ TEST(Qwen3Configs, SftFunctionsTrainChatsWithDocumentMasking) {
   }
   const config::TrainerConfig c = models::builtin_config_registry().make("qwen3", "qwen3_0_6b_sft");
   EXPECT_TRUE(c.checkpoint.initial_load_in_hf);  // fine-tunes the published checkpoint
-  EXPECT_EQ(c.model.flavor, "0.6B");
+  EXPECT_EQ(c.model.flavor, "auto");             // whose config.json gives the dimensions
+  EXPECT_EQ(c.model.hf_assets_path, "assets/hf/Qwen3-0.6B");
 }
 
 TEST(Qwen3Configs, EachResolvesValidatesAndNamesARealFlavor) {
@@ -87,8 +96,14 @@ TEST(Qwen3Configs, EachResolvesValidatesAndNamesARealFlavor) {
     const TrainerConfig c = resolve_builtin(fn.name);
     EXPECT_NO_THROW(validate_config(c));
     EXPECT_EQ(c.model.name, "qwen3");
-    EXPECT_NE(std::find(flavors.begin(), flavors.end(), c.model.flavor), flavors.end())
-        << c.model.flavor;
+    // Fine-tunes take the dimensions from the folder they fine-tune.
+    const bool fine_tune = c.checkpoint.initial_load_in_hf;
+    EXPECT_EQ(fine_tune, fn.name.ends_with("_finetune") || fn.name == "qwen3_0_6b_sft");
+    if (fine_tune)
+      EXPECT_EQ(c.model.flavor, "auto");
+    else
+      EXPECT_NE(std::find(flavors.begin(), flavors.end(), c.model.flavor), flavors.end())
+          << c.model.flavor;
     EXPECT_EQ(c.training.device, "auto");
     // Printed TOML is a config file that reproduces the config exactly.
     TrainerConfig reloaded;
@@ -145,7 +160,9 @@ TEST(Qwen3Configs, FineTunesLoadAndExportHuggingFaceAtTheirSize) {
     SCOPED_TRACE(size);
     const TrainerConfig base = resolve_builtin("qwen3_" + size);
     const TrainerConfig ft = resolve_builtin("qwen3_" + size + "_finetune");
-    EXPECT_EQ(ft.model.flavor, base.model.flavor);
+    EXPECT_EQ(ft.model.flavor, "auto");  // the size only picks the batch and AC
+    EXPECT_EQ(ft.activation_checkpoint.mode, base.activation_checkpoint.mode);
+    EXPECT_EQ(ft.training.local_batch_size, base.training.local_batch_size);
     EXPECT_TRUE(ft.checkpoint.initial_load_in_hf);
     EXPECT_TRUE(ft.checkpoint.last_save_in_hf);
     EXPECT_EQ(ft.checkpoint.export_dtype, "bfloat16");
@@ -155,7 +172,7 @@ TEST(Qwen3Configs, FineTunesLoadAndExportHuggingFaceAtTheirSize) {
         static_cast<double>(ft.lr_scheduler.warmup_steps) / ft.training.steps;
     EXPECT_GE(warmup_fraction, 0.01);
     EXPECT_LE(warmup_fraction, 0.05);
-    EXPECT_EQ(ft.model.hf_assets_path, "assets/hf/Qwen3-" + ft.model.flavor);
+    EXPECT_EQ(ft.model.hf_assets_path, builtin_path("assets/hf/Qwen3-" + base.model.flavor));
     // Real sizes train long sequences.
     EXPECT_EQ(base.training.seq_len, 4096);
     EXPECT_FALSE(base.checkpoint.initial_load_in_hf);
@@ -165,15 +182,17 @@ TEST(Qwen3Configs, FineTunesLoadAndExportHuggingFaceAtTheirSize) {
 TEST(Qwen3Configs, DefaultJobUsesTheLocalCorpusAndTokenizer) {
   const TrainerConfig c = resolve_builtin("qwen3_debugmodel_default_job");
   EXPECT_EQ(c.model.flavor, "debugmodel");
-  EXPECT_EQ(c.training.dataset_path, "assets/corpus/python_stdlib.jsonl");
-  EXPECT_EQ(c.model.hf_assets_path, "assets/qwen3-tokenizer");
+  EXPECT_EQ(c.training.dataset_path, builtin_path("assets/corpus/python_stdlib.jsonl"));
+  EXPECT_EQ(c.model.hf_assets_path, builtin_path("assets/qwen3-tokenizer"));
   EXPECT_TRUE(c.checkpoint.last_save_in_hf);
   EXPECT_EQ(c.metrics.log_freq, 10);
   // The assets are fetched and assembled at set-up; check them only where set-up has run.
   const std::filesystem::path root = TITAN_SOURCE_DIR;
   if (std::filesystem::exists(root / "assets/corpus")) {
-    EXPECT_TRUE(std::filesystem::exists(root / c.training.dataset_path));
-    EXPECT_TRUE(std::filesystem::exists(root / c.model.hf_assets_path / "tokenizer.json"));
+    EXPECT_EQ(std::filesystem::canonical(installation_root()), std::filesystem::canonical(root));
+    EXPECT_TRUE(std::filesystem::exists(c.training.dataset_path));
+    EXPECT_TRUE(
+        std::filesystem::exists(std::filesystem::path(c.model.hf_assets_path) / "tokenizer.json"));
   }
 }
 

@@ -102,6 +102,34 @@ TEST_F(Resolve, BooleansTakeBareFlagsAndExplicitValues) {
                   "--checkpoint.enable: expected true or false, got \"yes\"");
 }
 
+TEST_F(Resolve, ABooleanFollowedByAnotherWordNamesTheKey) {
+  // Not a stray "maybe": the value the user meant for --checkpoint.enable.
+  EXPECT_CONTAINS(error({"--module", "toy", "--config", "small", "--checkpoint.enable", "maybe"}),
+                  "--checkpoint.enable: expected true or false, got \"maybe\"");
+  // The next option is not taken as the value.
+  const auto r = resolve(
+      {"--module", "toy", "--config", "small", "--checkpoint.enable", "--training.steps", "3"});
+  EXPECT_TRUE(r.config.checkpoint.enable);
+  EXPECT_EQ(r.config.training.steps, 3);
+}
+
+TEST_F(Resolve, JobConfigFileIsTheConfigFile) {
+  const std::string file = write_temp("alias.toml", "[training]\nsteps = 41\n");
+  const auto alias = resolve({"--module", "toy", "--config", "small", "--job.config_file", file});
+  const auto plain = resolve({"--module", "toy", "--config", "small", "--config-file=" + file});
+  EXPECT_EQ(alias.config.training.steps, 41);
+  EXPECT_EQ(flatten(alias.config), flatten(plain.config));
+  EXPECT_EQ(alias.config_files, std::vector<std::string>{file});
+}
+
+TEST_F(Resolve, RecordsTheKeysTheUserGave) {
+  const std::string file = write_temp("given.toml", "[training]\nseq_len = 64\n");
+  const auto r = resolve({"--module", "toy", "--config", "small", "--config-file", file,
+                          "--optimizer.lr", "0.1", "--checkpoint.enable"});
+  EXPECT_EQ(r.given_keys,
+            (std::set<std::string>{"training.seq_len", "optimizer.lr", "checkpoint.enable"}));
+}
+
 TEST_F(Resolve, NegativeNumbersAndEmptyListsAreValues) {
   const auto r =
       resolve({"--module", "toy", "--config", "small", "--lr_scheduler.total_steps", "-1",
@@ -129,7 +157,10 @@ TEST_F(Resolve, MissingOrUnknownModuleAndConfigListTheAccepted) {
   EXPECT_CONTAINS(message, "--config is required");
   EXPECT_CONTAINS(message, "small, large");
   message = error({"--module", "toyz", "--config", "small"});
-  EXPECT_CONTAINS(message, "unknown module \"toyz\"; accepted modules: other, toy");
+  EXPECT_CONTAINS(message,
+                  "unknown module \"toyz\" (did you mean \"toy\"?); accepted modules: other, toy");
+  EXPECT_CONTAINS(error({"--module", "toy", "--config", "smal"}),
+                  "unknown config \"smal\" in module toy (did you mean \"small\"?)");
   message = error({"--module", "toy", "--config", "medium"});
   EXPECT_CONTAINS(message,
                   "unknown config \"medium\" in module toy; accepted configs: small, large");

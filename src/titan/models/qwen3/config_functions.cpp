@@ -68,16 +68,19 @@ TrainerConfig pretrain_moe(const std::string& flavor, const std::string& name,
   return c;
 }
 
-// Fine-tuning a published checkpoint (assets/hf/Qwen3-<size>, as downloaded from
-// Qwen/Qwen3-<size>): a small learning rate, warmup over ~3% of the steps, cosine decay, no
-// weight decay (the HF Trainer's defaults), and a bf16 Hugging Face export at the end.
+// Fine-tuning a published checkpoint: checkpoint.initial_load_path names its Hugging Face folder
+// (default assets/hf/Qwen3-<size>, as downloaded from Qwen/Qwen3-<size>), whose config.json
+// gives the model's dimensions (flavor auto, so any Qwen3 folder works; the size only picks the
+// batch size and activation checkpointing) and whose tokenizer is used. A small learning rate,
+// warmup over ~3% of the steps, cosine decay, no weight decay (the HF Trainer's defaults), and
+// a bf16 Hugging Face export at the end.
 TrainerConfig finetune(const std::string& flavor, const std::string& name, int64_t local_batch_size,
                        const std::string& ac_mode) {
   TrainerConfig c;
   c.job.dump_folder = "./outputs/" + name;
   c.job.description = "Qwen3 " + flavor + " fine-tune";
   c.model.name = "qwen3";
-  c.model.flavor = flavor;
+  c.model.flavor = "auto";
   c.model.hf_assets_path = "assets/hf/Qwen3-" + flavor;
   c.model.hf_model = "Qwen/Qwen3-" + flavor;
   // Matches HF fine-tuning, where output_router_logits is false: no auxiliary loss.
@@ -93,7 +96,7 @@ TrainerConfig finetune(const std::string& flavor, const std::string& name, int64
   c.lr_scheduler.decay_type = "cosine";
   c.lr_scheduler.min_lr_factor = 0.0;
   c.activation_checkpoint.mode = ac_mode;
-  c.checkpoint.initial_load_path = "";  // = model.hf_assets_path
+  c.checkpoint.initial_load_path = "";  // empty: the weights of model.hf_assets_path
   c.checkpoint.initial_load_in_hf = true;
   c.checkpoint.initial_load_model_only = true;
   c.checkpoint.enable = true;
@@ -258,7 +261,8 @@ void register_qwen3_configs(config::ConfigRegistry& registry) {
     registry.add(
         "qwen3", name,
         [size, name] { return finetune(size.flavor, name, size.local_batch_size, size.ac_mode); },
-        std::string("fine-tune Qwen/Qwen3-") + size.flavor + " from assets/hf/Qwen3-" +
+        std::string("fine-tune the Qwen3 HF folder of checkpoint.initial_load_path (default ") +
+            "assets/hf/Qwen3-" + size.flavor + "; dimensions from its config.json), sized for " +
             size.flavor + ", lr 2e-5 cosine, bf16 HF export");
   }
 }

@@ -1,0 +1,138 @@
+#include "titan/config/derived_defaults.h"
+
+#include <filesystem>
+
+#include "titan/common/error.h"
+#include "titan/common/strings.h"
+
+namespace fs = std::filesystem;
+
+namespace titan::config {
+namespace {
+
+bool given(const std::set<std::string>& keys, const char* key) { return keys.count(key) > 0; }
+
+bool path_exists(const fs::path& p) {
+  std::error_code ec;
+  return fs::exists(p, ec);
+}
+
+// A Hugging Face model folder, as opposed to a training checkpoint (step-N with a manifest).
+bool is_hf_folder(const std::string& path) {
+  if (path.empty()) return false;
+  return path_exists(fs::path(path) / "config.json") &&
+         !path_exists(fs::path(path) / "manifest.json");
+}
+
+// The built-in default of a path field, taken relative to the installation: a plain relative
+// path (not a list of datasets, whose entries are the user's own).
+void anchor(std::string& path, const std::string& install_root) {
+  if (install_root.empty() || path.empty() || path.find(',') != std::string::npos) return;
+  const fs::path p(path);
+  if (p.is_absolute()) return;
+  path = (fs::path(install_root) / p).lexically_normal().string();
+}
+
+std::vector<std::string> dataset_names() {
+  std::vector<std::string> names;
+  for (const BuiltinDataset& d : builtin_datasets()) names.emplace_back(d.name);
+  return names;
+}
+
+}  // namespace
+
+const std::vector<BuiltinDataset>& builtin_datasets() {
+  // Both are written by scripts/setup.
+  static const std::vector<BuiltinDataset> datasets = {
+      {"python_stdlib", "assets/corpus/python_stdlib.jsonl"},
+      {"chat", "assets/sft/chat.jsonl"},
+  };
+  return datasets;
+}
+
+void apply_derived_defaults(TrainerConfig& c, const std::set<std::string>& given_keys,
+                            const std::string& install_root) {
+  // 1. The dataset name: read, or refused.
+  const BuiltinDataset* dataset = nullptr;
+  for (const BuiltinDataset& d : builtin_datasets())
+    if (c.training.dataset == d.name) dataset = &d;
+  if (dataset == nullptr && !c.training.dataset.empty()) {
+    fail("training.dataset = \"", c.training.dataset,
+         "\": not a built-in dataset; accepted values are ", join(dataset_names()),
+         ", or \"\" (for a dataset of your own, set training.dataset_path)");
+  }
+  if (dataset != nullptr && given(given_keys, "training.dataset") &&
+      !given(given_keys, "training.dataset_path"))
+    c.training.dataset_path = dataset->path;
+
+  // 2. Built-in default paths, relative to the installation.
+  struct PathField {
+    const char* key;
+    std::string& value;
+  };
+  for (const PathField& f :
+       {PathField{"model.hf_assets_path", c.model.hf_assets_path},
+        PathField{"training.dataset_path", c.training.dataset_path},
+        PathField{"validator.dataset_path", c.validator.dataset_path},
+        PathField{"checkpoint.initial_load_path", c.checkpoint.initial_load_path}}) {
+    if (!given(given_keys, f.key)) anchor(f.value, install_root);
+  }
+
+  // 3. The folder being fine-tuned holds the tokenizer and config.json.
+  if (!given(given_keys, "model.hf_assets_path") && is_hf_folder(c.checkpoint.initial_load_path))
+    c.model.hf_assets_path = c.checkpoint.initial_load_path;
+}
+
+std::string describe_model_sources(const TrainerConfig& c) {
+  const ModelConfig& m = c.model;
+  const bool from_initial_load =
+      !c.checkpoint.initial_load_path.empty() && m.hf_assets_path == c.checkpoint.initial_load_path;
+  const std::string config_json = (fs::path(m.hf_assets_path) / "config.json").string();
+  std::string line =
+      "tokenizer from " + m.hf_assets_path +
+      (from_initial_load ? " (checkpoint.initial_load_path)" : " (model.hf_assets_path)") +
+      ", model dimensions ";
+  if (m.flavor == "auto") return line + "from " + config_json + " (model.flavor auto)";
+  if (m.name == "transformers") {
+    return line + "from model.hf_model \"" + m.hf_model + "\"" +
+           (m.hf_config_overrides.empty() ? "" : " with model.hf_config_overrides");
+  }
+  line += "of flavor " + m.flavor;
+  if (path_exists(config_json)) line += ", checked against " + config_json;
+  return line;
+}
+
+void check_input_paths(const TrainerConfig& c) {
+  std::error_code ec;
+  const std::string& initial = c.checkpoint.initial_load_path;
+  if (!initial.empty()) {
+    TITAN_CHECK(path_exists(initial), "checkpoint.initial_load_path = \"", initial,
+                "\": no such directory (expected a Hugging Face folder with config.json and "
+                "*.safetensors, or a training checkpoint step-N)");
+    TITAN_CHECK(fs::is_directory(initial, ec), "checkpoint.initial_load_path = \"", initial,
+                "\": not a directory (expected a Hugging Face folder with config.json and "
+                "*.safetensors, or a training checkpoint step-N)");
+  }
+  const std::string& assets = c.model.hf_assets_path;
+  const bool from_initial_load = !initial.empty() && assets == initial;
+  // Where a fine-tune's weights come from when no initial_load_path is given.
+  const bool loads_assets = initial.empty() && c.checkpoint.initial_load_in_hf;
+  TITAN_CHECK(path_exists(assets), "model.hf_assets_path = \"", assets,
+              "\": no such directory (the folder with the tokenizer files and config.json",
+              loads_assets ? ", and the weights: checkpoint.initial_load_path is empty; give "
+                             "--checkpoint.initial_load_path DIR, a Hugging Face folder"
+                           : "",
+              ")");
+  if (!fs::is_regular_file(assets, ec)) {
+    TITAN_CHECK(path_exists(fs::path(assets) / "tokenizer.json"), "model.hf_assets_path = \"",
+                assets, "\": no tokenizer.json there",
+                from_initial_load
+                    ? " (it is checkpoint.initial_load_path: copy the tokenizer files "
+                      "tokenizer.json and tokenizer_config.json there, or give "
+                      "--model.hf_assets_path DIR, a folder with them and the model's config.json)"
+                    : " (the folder must hold the tokenizer files tokenizer.json and "
+                      "tokenizer_config.json)");
+  }
+}
+
+}  // namespace titan::config

@@ -161,6 +161,9 @@ struct ParallelismConfig {
   int64_t context_parallel_degree = 1;
   int64_t expert_parallel_degree = 1;
   std::string fsdp_reshard_after_forward = "default";
+  // With tensor parallelism, the norms and the residual stream split over the sequence
+  // (torchtitan does so whenever tensor parallelism is on).
+  bool enable_sequence_parallel = true;
   template <class V>
   void visit(V& v) {
     v("data_parallel_replicate_degree", data_parallel_replicate_degree,
@@ -175,6 +178,8 @@ struct ParallelismConfig {
     v("fsdp_reshard_after_forward", fsdp_reshard_after_forward,
       "when FSDP frees a unit's gathered parameters after its forward: default (all but the last "
       "block and the head), always, never (faster, more memory)");
+    v("enable_sequence_parallel", enable_sequence_parallel,
+      "with tensor parallelism, split the norms and the residual stream over the sequence");
   }
 };
 

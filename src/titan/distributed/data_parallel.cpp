@@ -35,37 +35,57 @@ std::vector<int64_t> with_rows(c10::IntArrayRef shape, int64_t rows) {
 
 struct DataParallel::Param {
   std::string name;
-  at::Tensor* slot = nullptr;        // in its module
-  std::vector<int64_t> local_shape;  // before FSDP: what the forward's weight looks like
-  EvenSplit rows;                    // FSDP's split of dim 0 of that (part == rows: whole)
+  at::Tensor* slot = nullptr;          // in its module
+  std::vector<int64_t> local_shape;    // before FSDP: what the forward's weight looks like
+  std::shared_ptr<Group> shard_group;  // dp_shard, or efsdp for expert weights
+  EvenSplit rows;                      // FSDP's split of dim 0 of that (part == rows: whole)
   at::Tensor shard;     // FSDP: the optimizer's leaf [part_rows, ...]; DDP: the parameter
   at::Tensor buffer;    // FSDP: [parts * part_rows, ...] in the compute dtype
   at::Tensor gathered;  // FSDP: a leaf viewing buffer's first `rows` rows (the forward's weight)
   size_t buffer_bytes = 0;
+  bool sharded() const { return shard_group->size() > 1; }
+};
+
+// The sharded parameters of a unit that share a shard group, and their collectives in flight.
+struct DataParallel::Batch {
+  std::shared_ptr<Group> group;
+  std::vector<size_t> params;  // indices into the unit's params
+  Group::Pending gathering;
+  std::vector<at::Tensor> gather_inputs;  // alive until the all-gather completes
+  Group::Pending reducing;
+  std::vector<at::Tensor> reduce_inputs, reduce_outputs;
 };
 
 struct DataParallel::Unit {
   std::vector<models::Module*> modules;
   std::vector<Param> params;
+  std::vector<Batch> batches;  // of the sharded params, by shard group, in first-seen order
   bool reshard_after_forward = true;
   int64_t order = -1;  // position in the forward order, once known
   bool gathered = false;
-  Group::Pending gathering;
-  std::vector<at::Tensor> gather_inputs;  // alive until the all-gather completes
-  int post_backward_calls = 0;            // modules of the unit whose backward is done
-  bool reduced = false;                   // this backward's gradients are reduced or in flight
-  Group::Pending reducing;
-  std::vector<at::Tensor> reduce_inputs, reduce_outputs;
+  bool gathering = false;
+  int post_backward_calls = 0;  // modules of the unit whose backward is done
+  bool reduced = false;         // this backward's gradients are reduced or in flight
+  // DDP: the whole parameters' gradients, all-reduced over the replicate group.
+  Group::Pending replicating;
+  std::vector<at::Tensor> replicate_inputs;
+  bool any_sharded() const { return !batches.empty(); }
 };
 
 DataParallel::DataParallel(const DeviceMesh& mesh, ParameterPlacements& placements,
                            DataParallelOptions options)
-    : shard_(mesh.group("dp_shard")),
+    : mesh_(mesh),
       replicate_(mesh.group("dp_replicate")),
       placements_(placements),
       options_(options) {}
 
 DataParallel::~DataParallel() = default;
+
+bool DataParallel::sharded() const {
+  for (const auto& unit : units_)
+    if (unit->any_sharded()) return true;
+  return mesh_.size("dp_shard") > 1;
+}
 
 void DataParallel::wrap(const std::vector<models::Module*>& modules,
                         const models::ShardOptions& options) {
@@ -73,7 +93,6 @@ void DataParallel::wrap(const std::vector<models::Module*>& modules,
   auto unit = std::make_unique<Unit>();
   unit->modules = modules;
   unit->reshard_after_forward = options.reshard_after_forward;
-  const int64_t parts = shard_->size(), index = shard_->rank();
   at::NoGradGuard no_grad;
   for (models::Module* module : modules) {
     module->visit_parameters([&](const std::string& name, at::Tensor& slot) {
@@ -85,16 +104,20 @@ void DataParallel::wrap(const std::vector<models::Module*>& modules,
       p.name = name;
       p.slot = &slot;
       p.local_shape = slot.sizes().vec();
-      p.rows = even_split(slot.size(0), sharded() ? parts : 1, sharded() ? index : 0);
+      // Expert weights are sharded over what expert parallelism leaves of dp_shard (efsdp).
+      const std::string shard_dim = options.expert && options.expert(name) ? "efsdp" : "dp_shard";
+      p.shard_group = mesh_.group(shard_dim);
+      const int64_t parts = p.shard_group->size(), index = p.shard_group->rank();
+      p.rows = even_split(slot.size(0), parts, index);
       // The placement it had (tensor or expert parallelism), or whole; then FSDP's and DDP's.
       const TensorPlacement* before = placements_.find(name);
       TensorPlacement placement = before ? *before : TensorPlacement{p.local_shape, {}};
-      if (sharded()) placement = placement.then({"dp_shard", parts, index, Placement::shard(0)});
+      if (p.sharded()) placement = placement.then({shard_dim, parts, index, Placement::shard(0)});
       if (replicate_->size() > 1)
         placement = placement.then(
             {"dp_replicate", replicate_->size(), replicate_->rank(), Placement::replicate()});
       placements_.set(name, placement);
-      if (sharded()) {
+      if (p.sharded()) {
         // The master shard: this rank's rows, zero-padded to the part's rows.
         at::Tensor local = at::zeros(with_rows(slot.sizes(), p.rows.part), slot.options());
         local.narrow(0, 0, p.rows.real).copy_(slot.narrow(0, p.rows.begin, p.rows.real));
@@ -111,6 +134,14 @@ void DataParallel::wrap(const std::vector<models::Module*>& modules,
         p.gathered.requires_grad_(true);
         free_storage(p.buffer);
         slot = p.shard;
+        auto batch = std::find_if(unit->batches.begin(), unit->batches.end(),
+                                  [&](const Batch& b) { return b.group == p.shard_group; });
+        if (batch == unit->batches.end()) {
+          unit->batches.push_back(Batch{});
+          unit->batches.back().group = p.shard_group;
+          batch = std::prev(unit->batches.end());
+        }
+        batch->params.push_back(unit->params.size());
       } else {
         p.shard = slot;
       }
@@ -143,35 +174,46 @@ DataParallel::Unit* DataParallel::neighbour(const Unit& unit, int step) const {
 }
 
 void DataParallel::start_gather(Unit& unit) {
-  if (!sharded() || unit.gathered || unit.gathering.active()) return;
-  std::vector<at::Tensor> outputs;
-  unit.gather_inputs.clear();
+  if (!unit.any_sharded() || unit.gathered || unit.gathering) return;
   at::NoGradGuard no_grad;
-  for (Param& p : unit.params) {
-    allocate_storage(p.buffer, p.buffer_bytes);
-    outputs.push_back(p.buffer);
-    unit.gather_inputs.push_back(p.shard.detach().to(options_.param_dtype).contiguous());
+  for (Batch& batch : unit.batches) {
+    std::vector<at::Tensor> outputs;
+    batch.gather_inputs.clear();
+    for (size_t i : batch.params) {
+      Param& p = unit.params[i];
+      allocate_storage(p.buffer, p.buffer_bytes);
+      outputs.push_back(p.buffer);
+      batch.gather_inputs.push_back(p.shard.detach().to(options_.param_dtype).contiguous());
+    }
+    batch.gathering = batch.group->all_gather_async(outputs, batch.gather_inputs);
   }
-  unit.gathering = shard_->all_gather_async(outputs, unit.gather_inputs);
+  unit.gathering = true;
 }
 
 void DataParallel::finish_gather(Unit& unit) {
-  if (!sharded() || unit.gathered) return;
+  if (!unit.any_sharded() || unit.gathered) return;
   start_gather(unit);
-  unit.gathering.wait();
-  unit.gather_inputs.clear();
-  for (Param& p : unit.params) *p.slot = p.gathered;
+  for (Batch& batch : unit.batches) {
+    batch.gathering.wait();
+    batch.gather_inputs.clear();
+    for (size_t i : batch.params) *unit.params[i].slot = unit.params[i].gathered;
+  }
+  unit.gathering = false;
   unit.gathered = true;
 }
 
 void DataParallel::reshard(Unit& unit) {
-  if (!sharded()) return;
-  unit.gathering.wait();  // a prefetch may still be writing into the buffers
-  unit.gather_inputs.clear();
-  for (Param& p : unit.params) {
-    free_storage(p.buffer);
-    *p.slot = p.shard;
+  if (!unit.any_sharded()) return;
+  for (Batch& batch : unit.batches) {
+    batch.gathering.wait();  // a prefetch may still be writing into the buffers
+    batch.gather_inputs.clear();
+    for (size_t i : batch.params) {
+      Param& p = unit.params[i];
+      free_storage(p.buffer);
+      *p.slot = p.shard;
+    }
   }
+  unit.gathering = false;
   unit.gathered = false;
 }
 
@@ -206,30 +248,33 @@ void DataParallel::reduce(Unit& unit) {
   if (unit.reduced) return;
   unit.reduced = true;
   at::NoGradGuard no_grad;
-  unit.reduce_inputs.clear();
-  unit.reduce_outputs.clear();
-  if (sharded()) {
-    for (Param& p : unit.params) {
+  for (Batch& batch : unit.batches) {
+    batch.reduce_inputs.clear();
+    batch.reduce_outputs.clear();
+    for (size_t i : batch.params) {
+      Param& p = unit.params[i];
       // Every rank passes the same list, with zeros for a gradient that did not arise here.
       at::Tensor padded = at::zeros(with_rows(p.buffer.sizes(), p.buffer.size(0)),
                                     p.buffer.options().dtype(options_.reduce_dtype));
       const at::Tensor grad = p.gathered.grad();
       if (grad.defined()) padded.narrow(0, 0, p.local_shape[0]).copy_(grad);
       p.gathered.mutable_grad() = at::Tensor();
-      unit.reduce_inputs.push_back(padded);
-      unit.reduce_outputs.push_back(
+      batch.reduce_inputs.push_back(padded);
+      batch.reduce_outputs.push_back(
           at::empty(with_rows(padded.sizes(), p.rows.part), padded.options()));
     }
-    unit.reducing = shard_->reduce_scatter_async(unit.reduce_outputs, unit.reduce_inputs);
-    reshard(unit);
-    return;
+    batch.reducing = batch.group->reduce_scatter_async(batch.reduce_outputs, batch.reduce_inputs);
   }
-  if (!sync_ || replicate_->size() == 1) return;  // accumulate locally until the last
+  if (unit.any_sharded()) reshard(unit);
+  // The whole parameters: DDP, on the last micro-batch of a step (accumulated locally before).
+  if (!sync_ || replicate_->size() == 1) return;
+  unit.replicate_inputs.clear();
   for (Param& p : unit.params) {
+    if (p.sharded()) continue;
     if (!p.shard.grad().defined()) p.shard.mutable_grad() = at::zeros_like(p.shard);
-    unit.reduce_inputs.push_back(p.shard.grad());
+    unit.replicate_inputs.push_back(p.shard.grad());
   }
-  unit.reducing = replicate_->all_reduce_async(unit.reduce_inputs);
+  unit.replicating = replicate_->all_reduce_async(unit.replicate_inputs);
 }
 
 void DataParallel::finish_backward() {
@@ -240,11 +285,11 @@ void DataParallel::finish_backward() {
   std::vector<at::Tensor> shard_grads;
   for (auto& owned : units_) {
     Unit* unit = owned.get();
-    unit->reducing.wait();
-    if (sharded()) {
-      for (size_t i = 0; i < unit->params.size(); ++i) {
-        Param& p = unit->params[i];
-        const at::Tensor summed = unit->reduce_outputs[i].to(p.shard.scalar_type());
+    for (Batch& batch : unit->batches) {
+      batch.reducing.wait();
+      for (size_t j = 0; j < batch.params.size(); ++j) {
+        Param& p = unit->params[batch.params[j]];
+        const at::Tensor summed = batch.reduce_outputs[j].to(p.shard.scalar_type());
         if (p.shard.grad().defined()) {
           p.shard.mutable_grad().add_(summed);
         } else {
@@ -252,16 +297,17 @@ void DataParallel::finish_backward() {
         }
         shard_grads.push_back(p.shard.grad());
       }
+      batch.reduce_inputs.clear();
+      batch.reduce_outputs.clear();
     }
-    unit->reduce_inputs.clear();
-    unit->reduce_outputs.clear();
+    unit->replicating.wait();
+    unit->replicate_inputs.clear();
     unit->reduced = false;
     unit->post_backward_calls = 0;
     reshard(*unit);
   }
   // HSDP: the shard gradients of a step are summed over the replicas once, at its end.
-  if (sharded() && sync_ && replicate_->size() > 1 && !shard_grads.empty())
-    replicate_->all_reduce(shard_grads);
+  if (sync_ && replicate_->size() > 1 && !shard_grads.empty()) replicate_->all_reduce(shard_grads);
 }
 
 }  // namespace titan::distributed

@@ -58,10 +58,12 @@ class DataParallel {
   void set_gradient_sync(bool sync) { sync_ = sync; }
   void finish_backward();
 
-  bool sharded() const { return shard_->size() > 1; }
+  // Whether any parameter is sharded (FSDP or HSDP).
+  bool sharded() const;
 
  private:
   struct Param;
+  struct Batch;
   struct Unit;
   void pre_forward(Unit& unit);
   void post_forward(Unit& unit);
@@ -73,7 +75,7 @@ class DataParallel {
   void reduce(Unit& unit);
   Unit* neighbour(const Unit& unit, int step) const;
 
-  std::shared_ptr<Group> shard_;      // dp_shard: parameters are sharded over it
+  const DeviceMesh& mesh_;
   std::shared_ptr<Group> replicate_;  // dp_replicate: gradients are all-reduced over it
   ParameterPlacements& placements_;
   DataParallelOptions options_;

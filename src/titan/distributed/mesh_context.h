@@ -1,12 +1,15 @@
 // MeshContext: the ParallelContext (models/parallel_context.h) of a training run, over its
 // device mesh. It owns what the parallelisms leave behind: the placement of every parameter
-// (parameter_placements.h) and the data-parallel wrapper (data_parallel.h), which the trainer
-// drives around each backward. Every parallelism plugs in here: it is one more method of the
-// ParallelContext interface, implemented over the mesh's groups, recording the placements it
-// gives parameters (docs/distributed.md, "Adding a parallelism").
+// (parameter_placements.h), the data-parallel wrapper (data_parallel.h) and the parameters
+// whose gradients are partial sums over a mesh dimension, which the trainer completes after
+// each step's backward. Every parallelism plugs in here: a method of the ParallelContext
+// interface implemented over the mesh's groups that records the placements it gives
+// parameters (docs/distributed.md, "Adding a parallelism").
 #pragma once
 
+#include <map>
 #include <memory>
+#include <set>
 
 #include "titan/distributed/data_parallel.h"
 #include "titan/distributed/device_mesh.h"
@@ -26,6 +29,12 @@ class MeshContext : public models::ParallelContext {
   bool data_parallel() const override { return data_parallel_ != nullptr; }
   void fully_shard(const std::vector<models::Module*>& modules,
                    const models::ShardOptions& options) override;
+  void distribute(const std::string& name, at::Tensor& slot, const std::string& mesh_dim,
+                  int64_t dim) override;
+  void sum_gradients_over(const std::string& name, const std::string& mesh_dim) override;
+  models::TensorParallelHooks tensor_parallel_hooks(bool sequence_parallel) override;
+  models::VocabParallelLoss vocab_parallel_loss(int64_t vocab, bool sequence_parallel) override;
+  kernels::ExpertGroup expert_group() override;
 
   const DeviceMesh& mesh() const { return *mesh_; }
   const ParallelDims& dims() const { return mesh_->dims(); }
@@ -33,10 +42,18 @@ class MeshContext : public models::ParallelContext {
   // nullptr without data parallelism.
   DataParallel* data_parallel_wrapper() { return data_parallel_.get(); }
 
+  // Once parallelize is done: every recorded placement also names the mesh dimensions of size
+  // > 1 it is replicated over, so that exactly one rank writes each piece.
+  void finish_placements();
+  // After the last backward of a step: sums the gradients of the sum_gradients_over parameters
+  // over their mesh dimension; `params` are the optimizer's (name, tensor) pairs.
+  void sum_partial_gradients(const NamedTensors& params);
+
  private:
   std::unique_ptr<DeviceMesh> mesh_;
   ParameterPlacements placements_;
   std::unique_ptr<DataParallel> data_parallel_;
+  std::map<std::string, std::set<std::string>> partial_;  // mesh dim -> parameter names
 };
 
 }  // namespace titan::distributed

@@ -22,13 +22,12 @@ ParallelDims make_parallel_dims(const config::ParallelismConfig& p, int64_t worl
     if (degree > 1)
       unbuilt.push_back(std::string("parallelism.") + key + " = " + std::to_string(degree));
   };
-  unsupported("tensor_parallel_degree", p.tensor_parallel_degree);
   unsupported("pipeline_parallel_degree", p.pipeline_parallel_degree);
   unsupported("context_parallel_degree", p.context_parallel_degree);
-  unsupported("expert_parallel_degree", p.expert_parallel_degree);
   TITAN_CHECK(unbuilt.empty(), join(unbuilt),
-              ": not built yet; titan builds data parallelism (data_parallel_replicate_degree, "
-              "data_parallel_shard_degree) so far; set ",
+              ": not built yet; titan builds data (data_parallel_replicate_degree, "
+              "data_parallel_shard_degree), tensor (tensor_parallel_degree) and expert "
+              "(expert_parallel_degree) parallelism so far; set ",
               unbuilt.size() == 1 ? "it" : "them", " to 1");
   config::check_parallel_degrees(p, world_size);
   ParallelDims dims;

@@ -41,8 +41,9 @@ struct ParallelDims {
 };
 
 // Reads the parallelism section against the world size: resolves data_parallel_shard_degree -1,
-// refuses degrees whose parallelism is not built yet (one message, one place), then checks the
-// product against the world size with one error naming every degree.
+// refuses degrees whose parallelism is not built yet (pipeline and context parallelism: one
+// message, one place), then checks the product against the world size with one error naming
+// every degree.
 ParallelDims make_parallel_dims(const config::ParallelismConfig& config, int64_t world_size);
 
 // Where each rank sits in the mesh of `dims`, and the members of each named group. Pure

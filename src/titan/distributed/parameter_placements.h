@@ -24,6 +24,7 @@ class ParameterPlacements {
   // nullptr: the parameter is whole on every rank (or not a parameter).
   const TensorPlacement* find(const std::string& name) const;
   bool empty() const { return by_name_.empty(); }
+  const std::map<std::string, TensorPlacement>& all() const { return by_name_; }
 
  private:
   std::map<std::string, TensorPlacement> by_name_;

@@ -17,8 +17,10 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string_view>
 #include <variant>
+#include <vector>
 
 namespace titan::kernels {
 
@@ -30,12 +32,15 @@ enum class Op : int {
   kMoeRouter,
   kMoeExperts,
   kCrossEntropy,
+  kMoeDispatch,
+  kMoeCombine,
 };
-inline constexpr size_t kNumOps = 7;
+inline constexpr size_t kNumOps = 9;
 
 // Config and log names, indexed by Op.
 inline constexpr std::array<std::string_view, kNumOps> kOpNames = {
-    "rms_norm", "rope", "attention", "swiglu", "moe_router", "moe_experts", "cross_entropy"};
+    "rms_norm",    "rope",          "attention",    "swiglu",     "moe_router",
+    "moe_experts", "cross_entropy", "moe_dispatch", "moe_combine"};
 inline std::string_view op_name(Op op) { return kOpNames[static_cast<size_t>(op)]; }
 
 // The router's decision for each token (moe_router's output, moe_experts' input).
@@ -43,6 +48,35 @@ struct Routing {
   at::Tensor logits;       // [T, E] router logits in the activations' dtype (for the aux loss)
   at::Tensor top_weights;  // [T, k] combine weights in the activations' dtype
   at::Tensor top_experts;  // [T, k] int64 expert ids, best first
+};
+
+// How an expert-parallel MoE layer reaches the other ranks of its expert group (expert
+// parallelism, docs/distributed.md): `size` ranks, each holding num_experts / size experts, this
+// one the `rank`-th block of them. The functions are the group's collectives; on one rank they
+// are never called.
+struct ExpertGroup {
+  int64_t size = 1;
+  int64_t rank = 0;
+  // Differentiable all-to-all of rows: `rows` [sum(send), ...] sends send[m] consecutive rows to
+  // member m and returns [sum(receive), ...], receive[m] rows from member m, in member order.
+  // Its backward sends the gradients back the same way.
+  std::function<at::Tensor(const at::Tensor& rows, const std::vector<int64_t>& receive,
+                           const std::vector<int64_t>& send)>
+      all_to_all;
+  // Not differentiable: `counts` int64 [size * n], n entries for each member, exchanged so
+  // that entry block m of the result is what member m sent this rank.
+  std::function<at::Tensor(const at::Tensor& counts)> exchange_counts;
+};
+
+// The tokens an expert group's rank computes, after moe_dispatch: what moe_experts runs on
+// (its local experts, each row routed to one of them with weight 1) and what moe_combine needs
+// to send the results back.
+struct DispatchedTokens {
+  at::Tensor rows;            // [R, H] grouped by local expert
+  Routing local_routing;      // top_experts [R, 1] local expert ids, top_weights [R, 1] ones
+  at::Tensor sent_order;      // [T*k] int64: the (token * k + slot) of each row as sent
+  at::Tensor received_order;  // [R] int64: the received row each row of `rows` is
+  std::vector<int64_t> sent, received;  // rows to / from each member
 };
 
 // Query and key after rotary embedding.
@@ -90,10 +124,22 @@ using MoeExpertsFn = at::Tensor (*)(const at::Tensor& x, const Routing& routing,
 using CrossEntropyFn = at::Tensor (*)(const at::Tensor& hidden, const at::Tensor& weight,
                                       const at::Tensor& labels, int64_t ignore_index);
 
+// moe_dispatch: x [T, H] and its routing over `num_experts` experts -> the rows each token's k
+// experts need, sent to the rank of `group` that holds them (with one rank: kept here), grouped
+// by local expert. Differentiable with respect to x.
+using MoeDispatchFn = DispatchedTokens (*)(const at::Tensor& x, const Routing& routing,
+                                           int64_t num_experts, const ExpertGroup& group);
+// moe_combine: the local experts' outputs [R, H] (rows as moe_dispatch grouped them) -> [T, H]:
+// each row sent back to the token it came from and the sum over each token's k experts of
+// top_weight * output. Differentiable with respect to both.
+using MoeCombineFn = at::Tensor (*)(const at::Tensor& expert_rows,
+                                    const DispatchedTokens& dispatched, const Routing& routing,
+                                    const ExpertGroup& group);
+
 // Any op's function; the alternative's index is the Op's value.
 // The alternatives' types are all distinct, so a function pointer converts to it unambiguously.
 using OpFunction = std::variant<RmsNormFn, RopeFn, AttentionFn, SwigluFn, MoeRouterFn, MoeExpertsFn,
-                                CrossEntropyFn>;
+                                CrossEntropyFn, MoeDispatchFn, MoeCombineFn>;
 static_assert(std::variant_size_v<OpFunction> == kNumOps);
 
 template <Op op>

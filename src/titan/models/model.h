@@ -11,6 +11,7 @@
 
 #include "titan/common/named_tensors.h"
 #include "titan/models/module.h"
+#include "titan/models/parallel_context.h"
 
 namespace titan::models {
 
@@ -59,6 +60,18 @@ class Model {
 
   // Incremental decoding with a KV cache, when the model supports it.
   virtual IncrementalDecoder* decoder() { return nullptr; }
+
+  // Under tensor parallelism the head (output_weight()) holds this rank's rows of the
+  // vocabulary and the loss goes through this function (loss parallel); unset otherwise.
+  void set_vocab_parallel_loss(VocabParallelLoss loss) { vocab_parallel_loss_ = std::move(loss); }
+  const VocabParallelLoss& vocab_parallel_loss() const { return vocab_parallel_loss_; }
+  // The whole vocabulary's size (output_weight() may hold a part of it).
+  int64_t vocab_size() { return vocab_size_ > 0 ? vocab_size_ : output_weight().size(0); }
+  void set_vocab_size(int64_t vocab) { vocab_size_ = vocab; }
+
+ private:
+  VocabParallelLoss vocab_parallel_loss_;
+  int64_t vocab_size_ = 0;
 };
 
 // Logits [B, S, V] in the compute dtype: forward(ids).hidden times output_weight().

@@ -9,9 +9,11 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
+#include "titan/kernels/ops.h"
 #include "titan/models/module.h"
 
 namespace titan::models {
@@ -20,7 +22,39 @@ struct ShardOptions {
   // FSDP frees the unit's gathered parameters after its forward (and gathers them again for
   // its backward); false keeps them until the backward (torchtitan's reshard_after_forward).
   bool reshard_after_forward = true;
+  // Which parameters are expert weights: FSDP shards those over efsdp (what expert parallelism
+  // leaves of dp_shard x cp x tp) instead of dp_shard. Unset: none.
+  std::function<bool(const std::string& name)> expert;
 };
+
+// The collectives a tensor-parallel model calls at the edges of its parallel regions
+// (Megatron's f and g), so that the model code never names a process group. Each is
+// differentiable; on one rank, or without tensor parallelism, the hooks are unset.
+struct TensorParallelHooks {
+  using Fn = std::function<at::Tensor(const at::Tensor&)>;
+  int64_t degree = 1;
+  int64_t rank = 0;
+  bool sequence_parallel = false;
+  // Before the column-parallel linears (and the vocabulary-parallel loss): the identity, with
+  // the gradients summed over tp in backward; with sequence parallelism, [B, S/T, H] -> [B, S, H]
+  // all-gathered (gradients reduce-scattered back).
+  Fn enter;
+  // After the row-parallel linears (and the vocabulary-parallel embedding): partial sums summed
+  // over tp; with sequence parallelism, [B, S, H] -> [B, S/T, H] reduce-scattered.
+  Fn exit;
+  // Without sequence parallelism, the MoE layers' tokens [N, H] (the same on every tp rank) are
+  // split over tp, each rank routing N/T of them, and gathered back after.
+  Fn split_tokens;
+  Fn gather_tokens;
+  bool active() const { return static_cast<bool>(enter); }
+};
+
+// The loss over a head split on the vocabulary over tp (torchtitan's loss parallel): the sum of
+// the cross-entropy of hidden @ weight^T over the valid labels, where `weight` holds this rank's
+// rows of the vocabulary and `hidden` is as the model's final norm returns it.
+using VocabParallelLoss =
+    std::function<at::Tensor(const at::Tensor& hidden, const at::Tensor& weight,
+                             const at::Tensor& labels, int64_t ignore_index)>;
 
 class ParallelContext {
  public:
@@ -40,6 +74,21 @@ class ParallelContext {
   // is done. Call once per unit, in forward order, after activation checkpointing (the
   // data-parallel wrapper then sits outside it). Nothing when data_parallel() is false.
   virtual void fully_shard(const std::vector<Module*>& modules, const ShardOptions& options) = 0;
+
+  // Tensor and expert parallelism: replaces the whole tensor in `slot` (parameter `name`) by
+  // this rank's piece of it, split on tensor dimension `dim` over `mesh_dim` (evenly, the last
+  // pieces zero-padded), and records the placement. Call before fully_shard.
+  virtual void distribute(const std::string& name, at::Tensor& slot, const std::string& mesh_dim,
+                          int64_t dim) = 0;
+  // Parameters replicated over `mesh_dim` whose gradients are partial sums there (a norm whose
+  // input tensor parallelism splits): their gradients are summed over it at the end of each
+  // step's backward.
+  virtual void sum_gradients_over(const std::string& name, const std::string& mesh_dim) = 0;
+  // The hooks of tensor parallelism over tp, and its loss over a vocabulary of `vocab` rows.
+  virtual TensorParallelHooks tensor_parallel_hooks(bool sequence_parallel) = 0;
+  virtual VocabParallelLoss vocab_parallel_loss(int64_t vocab, bool sequence_parallel) = 0;
+  // The expert group (ep) for the MoE layers' token exchange.
+  virtual kernels::ExpertGroup expert_group() = 0;
 };
 
 }  // namespace titan::models

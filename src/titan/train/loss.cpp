@@ -49,7 +49,16 @@ CausalLmLoss::CausalLmLoss(models::Model& model, kernels::OverrideResolver* over
                          : &kernels::reference::cross_entropy) {}
 
 at::Tensor CausalLmLoss::sum(const at::Tensor& hidden, const at::Tensor& labels) const {
-  return linear_cross_entropy_sum(hidden, model_.output_weight(), labels, cross_entropy_);
+  const models::VocabParallelLoss& parallel = model_.vocab_parallel_loss();
+  if (!parallel)
+    return linear_cross_entropy_sum(hidden, model_.output_weight(), labels, cross_entropy_);
+  // Loss parallel: the head holds a part of the vocabulary; the labels are checked against all.
+  const int64_t vocab = model_.vocab_size();
+  const bool out_of_range =
+      ((labels != kIgnoreIndex) & ((labels < 0) | (labels >= vocab))).any().item<bool>();
+  TITAN_CHECK(!out_of_range, "loss: a label is outside [0, ", vocab,
+              ") and is not the ignore index ", kIgnoreIndex);
+  return parallel(hidden, model_.output_weight(), labels, kIgnoreIndex);
 }
 
 at::Tensor valid_token_count(const at::Tensor& labels, int64_t ignore_index) {

@@ -251,6 +251,7 @@ class Trainer {
     TITAN_CHECK(!parallel_->dims().data_parallel() || spec_->parallelize, "model '", spec_->name,
                 "' has no parallelize step, so it cannot train data-parallel");
     if (spec_->parallelize) spec_->parallelize(*model_, cfg_, *parallel_);
+    parallel_->finish_placements();
   }
 
   // The optimizer over the tensors the parallelized model trains (after parallelize, as in
@@ -265,8 +266,9 @@ class Trainer {
       hooks.add_step_post_hook = [this](std::function<void()> hook) {
         optimizer_->add_step_post_hook(std::move(hook));
       };
-      if (dp_size() > 1)
-        hooks.all_reduce_sum = [this](at::Tensor& t) { parallel_->mesh()["dp"].all_reduce(t); };
+      // Token counts: every rank routes its own tokens (data and tensor parallel ranks alike).
+      if (dist_.env.world_size > 1)
+        hooks.all_reduce_sum = [this](at::Tensor& t) { parallel_->mesh()["world"].all_reduce(t); };
       spec_->post_optimizer_build(*model_, hooks);
     }
     scheduler_.emplace(cfg_.lr_scheduler, cfg_.training.steps, cfg_.optimizer.lr);
@@ -298,7 +300,8 @@ class Trainer {
     train_state_.step = load_initial_state(cfg_, *spec_, *model_, *checkpoints_, *layout_);
     first_step_ = train_state_.step + 1;
     if (first_step_ > 1)
-      warn_on_resume_config_change(cfg_, micro_batches_ * cfg_.training.local_batch_size * dp_size(),
+      warn_on_resume_config_change(cfg_,
+                                   micro_batches_ * cfg_.training.local_batch_size * dp_size(),
                                    checkpoints_->step_dir(first_step_ - 1), dist_.rank() == 0);
   }
 
@@ -356,8 +359,10 @@ class Trainer {
     // The loss is the summed token loss of the whole global batch over its global count.
     const double valid_tokens = sum_over_dp(static_cast<double>(local_tokens));
     TITAN_CHECK(valid_tokens > 0, "step ", step, " has no valid label tokens");
-    // Auxiliary losses are means over a rank's tokens: their gradients are averaged.
-    const double extra_scale = static_cast<double>(micro_batches_ * dp_size());
+    // Auxiliary losses are means over a rank's tokens: their gradients are averaged (over the
+    // tp ranks too, which route different tokens of the MoE layers).
+    const double extra_scale =
+        static_cast<double>(micro_batches_ * dp_size() * parallel_->degree("tp"));
     distributed::DataParallel* dp = parallel_->data_parallel_wrapper();
     StepResult result;
     for (size_t i = 0; i < batches.size(); ++i) {
@@ -372,6 +377,7 @@ class Trainer {
         loss = loss * std::numeric_limits<double>::quiet_NaN();
       loss.backward();
       if (dp) dp->finish_backward();
+      if (i + 1 == batches.size()) parallel_->sum_partial_gradients(optimizer_->params());
       result.loss += loss.item<double>();
     }
     // torchtitan's global_max_loss: each rank's loss over its own tokens, the largest of them.
@@ -428,18 +434,33 @@ class Trainer {
   }
 
   // What this rank holds of the model: data parallelism should bring it close to 1/N.
+  // What this rank holds of the model's state (parameters, as much again of gradients, twice as
+  // much of AdamW's moments), and its share of the whole model: parallelism should bring the
+  // share close to 1 / (the ranks it splits the model over).
   void log_model_state_size() const {
-    double bytes = 0;
-    for (const at::Tensor& p : params_) bytes += static_cast<double>(p.numel() * p.element_size());
+    double bytes = 0, whole = 0;
+    for (const auto& [name, p] : optimizer_->params()) {
+      const double element = static_cast<double>(p.element_size());
+      bytes += static_cast<double>(p.numel()) * element;
+      const TensorPlacement* placement = parallel_->placements().find(name);
+      double numel = static_cast<double>(p.numel());
+      if (placement != nullptr) {
+        numel = 1;
+        for (int64_t d : placement->global_shape) numel *= static_cast<double>(d);
+      }
+      whole += numel * element;
+    }
     const double mib = bytes / (1024.0 * 1024.0);
-    const distributed::DataParallel* dp = parallel_->data_parallel_wrapper();
-    const bool sharded = dp != nullptr && dp->sharded();
     std::ostringstream line;
     line.setf(std::ios::fixed);
     line.precision(1);
     line << "[titan] rank " << dist_.rank() << " of " << dist_.env.world_size << " holds " << mib
          << " MiB of parameters, as much again of gradients and " << 2 * mib
-         << " MiB of optimizer state (" << (sharded ? "sharded" : "whole") << ")";
+         << " MiB of optimizer state: " << 4 * mib << " MiB, ";
+    line.precision(2);
+    line << (whole > 0 ? 100.0 * bytes / whole : 100.0) << "% of the model's";
+    for (const auto& [dim, degree] : parallel_->dims().named())
+      if (degree > 1) line << " " << dim << "=" << degree;
     std::cout << line.str() << std::endl;
   }
 

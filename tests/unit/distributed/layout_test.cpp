@@ -33,13 +33,21 @@ TEST(ParallelDims, ResolvesTheShardDegreeAndRejectsWhatIsNotBuilt) {
                           "pipeline_parallel_degree=1", "expert_parallel_degree=1"})
     EXPECT_NE(product.find(key), std::string::npos) << key << ": " << product;
   // What is not built yet says so first, whatever the world size (even one rank).
-  config::ParallelismConfig tp;
-  tp.tensor_parallel_degree = 2;
+  config::ParallelismConfig pp;
+  pp.pipeline_parallel_degree = 2;
   for (int64_t world : {1, 4}) {
-    const std::string e = error_of([&] { make_parallel_dims(tp, world); });
-    EXPECT_NE(e.find("parallelism.tensor_parallel_degree = 2: not built yet"), std::string::npos)
+    const std::string e = error_of([&] { make_parallel_dims(pp, world); });
+    EXPECT_NE(e.find("parallelism.pipeline_parallel_degree = 2: not built yet"), std::string::npos)
         << e;
   }
+  // Tensor and expert parallelism are built: their degrees resolve.
+  config::ParallelismConfig tp_ep;
+  tp_ep.tensor_parallel_degree = 2;
+  tp_ep.expert_parallel_degree = 4;
+  d = make_parallel_dims(tp_ep, 8);
+  EXPECT_EQ(d.dp_shard, 4);
+  EXPECT_EQ(d.tp, 2);
+  EXPECT_EQ(d.efsdp(), 2);
 }
 
 TEST(LaunchEnv, ReadsTorchrunsVariablesAndNamesABadOne) {

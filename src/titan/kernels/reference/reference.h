@@ -24,6 +24,10 @@ at::Tensor moe_experts(const at::Tensor& x, const Routing& routing, const at::Te
                        const at::Tensor& down);
 at::Tensor cross_entropy(const at::Tensor& hidden, const at::Tensor& weight,
                          const at::Tensor& labels, int64_t ignore_index);
+DispatchedTokens moe_dispatch(const at::Tensor& x, const Routing& routing, int64_t num_experts,
+                              const ExpertGroup& group);
+at::Tensor moe_combine(const at::Tensor& expert_rows, const DispatchedTokens& dispatched,
+                       const Routing& routing, const ExpertGroup& group);
 
 // The cross_entropy op with an explicit chunk size (rows per chunk; 0 picks one that keeps a
 // chunk's float32 logits near 256 MB). The logits of one chunk at a time are materialised, and

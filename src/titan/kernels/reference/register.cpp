@@ -14,6 +14,8 @@ void register_reference_kernels(KernelRegistry& registry) {
   add(MoeRouterFn{&moe_router}, "float32 softmax, top-k");
   add(MoeExpertsFn{&moe_experts}, "sort by expert, two at::_grouped_mm, weighted sum");
   add(CrossEntropyFn{&cross_entropy}, "chunked linear + cross-entropy, gradients in forward");
+  add(MoeDispatchFn{&moe_dispatch}, "sort by expert, all-to-all of counts then rows");
+  add(MoeCombineFn{&moe_combine}, "all-to-all back, weighted sum over each token's k experts");
 }
 
 }  // namespace titan::kernels::reference

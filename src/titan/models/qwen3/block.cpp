@@ -70,6 +70,8 @@ Qwen3Block::Qwen3Block(const Qwen3Args& a, int64_t index, bool with_expert_bias,
   if (sparse_) {
     kernels_.router = overrides.function<Op::kMoeRouter>(p + ".moe");
     kernels_.experts = overrides.function<Op::kMoeExperts>(p + ".moe");
+    kernels_.dispatch = overrides.function<Op::kMoeDispatch>(p + ".moe");
+    kernels_.combine = overrides.function<Op::kMoeCombine>(p + ".moe");
   } else {
     kernels_.feed_forward = overrides.function<Op::kSwiglu>(p + ".feed_forward");
   }
@@ -120,6 +122,8 @@ Qwen3BlockOutput Qwen3Block::forward(const at::Tensor& h, const RopeTables& rope
 
 at::Tensor Qwen3Block::forward_cached(const at::Tensor& h, const RopeTables& rope, at::Tensor& keys,
                                       at::Tensor& values) {
+  TITAN_CHECK(!tp_.active() && experts_group_.size == 1,
+              "decoding with a KV cache runs on one process (no tensor or expert parallelism)");
   at::NoGradGuard no_grad;
   return compute(h, rope, /*document_ids=*/{}, &keys, &values)[0];
 }
@@ -133,9 +137,11 @@ at::Tensor Qwen3Block::norm(kernels::RmsNormFn fn, const at::Tensor& x,
       {weight})[0];
 }
 
-at::Tensor Qwen3Block::attention(const at::Tensor& x, const RopeTables& rope,
+at::Tensor Qwen3Block::attention(const at::Tensor& normed, const RopeTables& rope,
                                  const at::Tensor& document_ids, at::Tensor* keys,
                                  at::Tensor* values) const {
+  // Tensor parallelism: the column-parallel projections see every token (their local heads).
+  const at::Tensor x = tp_.active() ? tp_.enter(normed) : normed;
   const auto dt = x.scalar_type();
   const int64_t B = x.size(0), S = x.size(1), d = head_dim_;
   auto project = [&](const at::Tensor& w, const at::Tensor& b) {
@@ -167,7 +173,26 @@ at::Tensor Qwen3Block::attention(const at::Tensor& x, const RopeTables& rope,
   const double scale = 1.0 / std::sqrt(static_cast<double>(d));
   const at::Tensor o =
       kernels_.attention(q, k, v, scale, past, document_ids).transpose(1, 2).reshape({B, S, -1});
-  return at::linear(o, o_proj_.to(dt), cast(o_bias_, dt));
+  if (!tp_.active()) return at::linear(o, o_proj_.to(dt), cast(o_bias_, dt));
+  // Row-parallel: this rank's heads' share, summed over tp before the bias.
+  const at::Tensor out = tp_.exit(at::linear(o, o_proj_.to(dt)));
+  return o_bias_.defined() ? out + o_bias_.to(dt) : out;
+}
+
+at::Tensor Qwen3Block::routed_experts(const at::Tensor& x, const kernels::Routing& routing) const {
+  if (experts_group_.size == 1)
+    return kernels_.experts(x, routing, experts_gate_up_, experts_down_);
+  const kernels::DispatchedTokens dispatched =
+      kernels_.dispatch(x, routing, num_experts_, experts_group_);
+  at::Tensor rows;
+  if (dispatched.rows.size(0) > 0) {
+    rows = kernels_.experts(dispatched.rows, dispatched.local_routing, experts_gate_up_,
+                            experts_down_);
+  } else {
+    // No token for this rank's experts: their gradients are zeros, but they take part.
+    rows = dispatched.rows + 0 * (experts_gate_up_.sum() + experts_down_.sum()).to(x.scalar_type());
+  }
+  return kernels_.combine(rows, dispatched, routing, experts_group_);
 }
 
 Tensors Qwen3Block::compute(const at::Tensor& h, const RopeTables& rope,
@@ -176,8 +201,15 @@ Tensors Qwen3Block::compute(const at::Tensor& h, const RopeTables& rope,
   const at::Tensor y = h + attention(norm(kernels_.attention_norm, h, input_norm_), rope,
                                      document_ids, keys, values);
   const at::Tensor x = norm(kernels_.ffn_norm, y, post_norm_);
-  if (!sparse_) return {y + kernels_.feed_forward(x, gate_proj_, up_proj_, down_proj_)};
-  const at::Tensor flat = x.reshape({-1, x.size(-1)});
+  if (!sparse_) {
+    if (!tp_.active()) return {y + kernels_.feed_forward(x, gate_proj_, up_proj_, down_proj_)};
+    return {y + tp_.exit(kernels_.feed_forward(tp_.enter(x), gate_proj_, up_proj_, down_proj_))};
+  }
+  at::Tensor flat = x.reshape({-1, x.size(-1)});
+  // Tensor parallelism without sequence parallelism: every tp rank holds every token; each
+  // routes its share.
+  const bool split = tp_.active() && tp_.split_tokens;
+  if (split) flat = tp_.split_tokens(flat);
   const kernels::Routing routing =
       kernels_.router(flat, router_, top_k_, norm_topk_prob_, expert_bias_);
   at::Tensor counts;
@@ -185,9 +217,9 @@ Tensors Qwen3Block::compute(const at::Tensor& h, const RopeTables& rope,
     at::NoGradGuard no_grad;
     counts = expert_counts(routing.top_experts, num_experts_);
   }
-  const at::Tensor experts =
-      kernels_.experts(flat, routing, experts_gate_up_, experts_down_).view(x.sizes());
-  return {y + experts, routing.logits, counts};
+  at::Tensor experts = routed_experts(flat, routing);
+  if (split) experts = tp_.gather_tokens(experts);
+  return {y + experts.view(x.sizes()), routing.logits, counts};
 }
 
 }  // namespace titan::models

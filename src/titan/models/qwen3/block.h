@@ -11,7 +11,14 @@
 //   layers.N.attention           rope, attention
 //   layers.N.ffn_norm            rms_norm (post_attention_layernorm)
 //   layers.N.feed_forward        swiglu (dense layers)
-//   layers.N.moe                 moe_router, moe_experts (sparse layers)
+//   layers.N.moe                 moe_router, moe_experts (sparse layers), and under expert
+//                                parallelism moe_dispatch, moe_combine
+//
+// Under tensor parallelism (set_tensor_parallel) the slots hold this rank's heads and MLP
+// columns (q/k/v and gate/up split on dim 0, o_proj and down on dim 1), the block calls the
+// hooks at the edges of each parallel region, and the sparse layers route this rank's share of
+// the tokens. Under expert parallelism (set_expert_group) the expert slots hold this rank's
+// experts, and tokens reach them through moe_dispatch and come back through moe_combine.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -21,6 +28,7 @@
 #include "titan/kernels/ops.h"
 #include "titan/models/common/rope.h"
 #include "titan/models/module.h"
+#include "titan/models/parallel_context.h"
 #include "titan/models/qwen3/qwen3_args.h"
 
 namespace titan::kernels {
@@ -56,6 +64,8 @@ class Qwen3Block : public Module {
   void visit_buffers(const ParameterVisitor& visit) override;
 
   bool sparse() const { return sparse_; }
+  void set_tensor_parallel(TensorParallelHooks hooks) { tp_ = std::move(hooks); }
+  void set_expert_group(kernels::ExpertGroup group) { experts_group_ = std::move(group); }
   // Sparse layers with expert-bias balancing: the bias [E] (float32) and the tokens routed to
   // each expert since the last update [E] (float32).
   at::Tensor& expert_bias() { return expert_bias_; }
@@ -69,7 +79,12 @@ class Qwen3Block : public Module {
     kernels::SwigluFn feed_forward;
     kernels::MoeRouterFn router;
     kernels::MoeExpertsFn experts;
+    kernels::MoeDispatchFn dispatch;
+    kernels::MoeCombineFn combine;
   };
+  // The routed experts of a sparse layer on tokens x [N, H]: all experts here, or this rank's
+  // experts after moe_dispatch under expert parallelism.
+  at::Tensor routed_experts(const at::Tensor& x, const kernels::Routing& routing) const;
 
   // The block's computation: {hidden} for dense layers, {hidden, router logits, counts} for
   // sparse ones. With `keys` set, the new tokens follow the cache's (decoding).
@@ -85,6 +100,8 @@ class Qwen3Block : public Module {
   bool norm_topk_prob_ = false;
   double eps_ = 1e-6;
   Kernels kernels_{};
+  TensorParallelHooks tp_;
+  kernels::ExpertGroup experts_group_;
 
   at::Tensor q_proj_, q_bias_, k_proj_, k_bias_, v_proj_, v_bias_, o_proj_, o_bias_;
   at::Tensor q_norm_, k_norm_;

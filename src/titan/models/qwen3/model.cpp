@@ -38,7 +38,20 @@ MoeBalancing parse_moe_balancing(const std::string& name) {
 
 at::Tensor Qwen3Embedding::compute(const at::Tensor& ids, at::ScalarType compute_dtype) const {
   // Gather in the parameter dtype, then cast: the same values as casting the whole table.
-  return at::embedding(weight_, ids, pad_).to(compute_dtype);
+  if (vocab_real_ < 0) return at::embedding(weight_, ids, pad_).to(compute_dtype);
+  const at::Tensor local = ids - vocab_begin_;
+  const at::Tensor here = (local >= 0) & (local < vocab_real_);
+  const int64_t pad =
+      pad_ >= vocab_begin_ && pad_ < vocab_begin_ + vocab_real_ ? pad_ - vocab_begin_ : -1;
+  const at::Tensor rows = at::embedding(weight_, at::where(here, local, 0), pad);
+  return combine_((rows * here.unsqueeze(-1).to(rows.scalar_type())).to(compute_dtype));
+}
+
+void Qwen3Embedding::set_vocab_parallel(int64_t begin, int64_t real,
+                                        TensorParallelHooks::Fn combine) {
+  vocab_begin_ = begin;
+  vocab_real_ = real;
+  combine_ = std::move(combine);
 }
 
 // The computations read the parameter slots when they run, not when forward() is called: a

@@ -44,10 +44,16 @@ class Qwen3Embedding : public Module {
   at::Tensor compute(const at::Tensor& ids, at::ScalarType compute_dtype) const;  // without
   void visit_parameters(const ParameterVisitor& visit) override;
   at::Tensor& weight() { return weight_; }
+  // Vocabulary parallelism: the slot holds rows [begin, begin + real) of the table; each rank
+  // looks up the ids it holds (zeros for the others) and `combine` sums the ranks' rows (the
+  // tensor-parallel exit: an all-reduce, or a reduce-scatter over the sequence).
+  void set_vocab_parallel(int64_t begin, int64_t real, TensorParallelHooks::Fn combine);
 
  private:
   at::Tensor weight_;
   int64_t pad_;
+  int64_t vocab_begin_ = 0, vocab_real_ = -1;  // -1: the whole table
+  TensorParallelHooks::Fn combine_;
 };
 
 // The final norm, and the output projection when it is not tied to the embedding.
@@ -82,6 +88,10 @@ class Qwen3Model : public Model, public IncrementalDecoder {
   std::vector<Module*> blocks() override;
   IncrementalDecoder* decoder() override { return this; }
   at::Tensor forward_cached(const at::Tensor& input_ids, KVCache& cache) override;
+
+  // Tensor parallelism: the embedding and blocks get their hooks (parallelize.cpp).
+  Qwen3Embedding& embedding() { return *embedding_; }
+  Qwen3FinalNorm& final_norm() { return *final_norm_; }
 
   const Qwen3Args& args() const { return args_; }
   const Qwen3Options& options() const { return options_; }

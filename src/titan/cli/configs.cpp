@@ -1,6 +1,7 @@
 // titan configs: lists the config functions of every module, or prints a resolved config
 // (config function + --config-file + overrides) as TOML that `--config-file` reads back.
 #include <algorithm>
+#include <cstdlib>
 #include <cstdio>
 #include <iostream>
 #include <string>
@@ -9,6 +10,9 @@
 #include "titan/common/error.h"
 #include "titan/config/config_fields.h"
 #include "titan/config/resolve.h"
+#include "titan/config/field_values.h"
+#include "titan/config/validate.h"
+#include "titan/distributed/parallel_dims.h"
 #include "titan/kernels/override_resolver.h"
 #include "titan/models/builtin_configs.h"
 #include "titan/models/model_spec.h"
@@ -28,6 +32,9 @@ const char kUsage[] =
     "each --config-file, then the overrides in order (--section.key value, --section.key=value;\n"
     "booleans also as a bare --section.key or --section.key true|false), each key under a\n"
     "comment that describes it. The output is a valid --config-file (or --job.config_file).\n"
+    "Then the device mesh the parallelism section gives (as comments), for a world of\n"
+    "WORLD_SIZE ranks (default: the product of the degrees, data_parallel_shard_degree -1\n"
+    "counting as 1): every degree, and the ranks of each group of rank 0.\n"
     "It ends with the kernel override table (as comments): which implementation\n"
     "of each overridable op every module path of the model uses, after override.imports and\n"
     "override.libraries.\n";
@@ -94,6 +101,36 @@ std::vector<std::string> override_table(const config::TrainerConfig& cfg) {
   return lines;
 }
 
+// The mesh the parallelism section lays out over `world` ranks, as comment lines; its error
+// when the degrees do not fit that world.
+std::vector<std::string> mesh_lines(const config::ParallelismConfig& p) {
+  int64_t world = p.data_parallel_replicate_degree * std::max<int64_t>(1, p.data_parallel_shard_degree) *
+                  p.context_parallel_degree * p.tensor_parallel_degree * p.pipeline_parallel_degree;
+  if (const char* env = std::getenv("WORLD_SIZE"); env != nullptr && *env != '\0') {
+    int64_t given = 0;
+    if (config::parse_int64(env, given) && given >= 1) world = given;
+  }
+  std::vector<std::string> lines;
+  try {
+    const distributed::ParallelDims dims = distributed::make_parallel_dims(p, world);
+    const distributed::MeshLayout mesh(dims);
+    std::string degrees;
+    for (const auto& [name, degree] : dims.named())
+      degrees += (degrees.empty() ? "" : ", ") + name + " " + std::to_string(degree);
+    lines.push_back("world " + std::to_string(world) + ": " + degrees + ", efsdp " +
+                    std::to_string(dims.efsdp()) + " (ep and efsdp share dp_shard x cp x tp)");
+    for (const std::string& group : distributed::MeshLayout::group_names()) {
+      if (mesh.size_of(group) == 1 && group != "world") continue;
+      std::string ranks;
+      for (int64_t r : mesh.members(group, 0)) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+      lines.push_back("  " + group + " of rank 0: ranks " + ranks);
+    }
+  } catch (const Error& e) {
+    lines.push_back(std::string("world ") + std::to_string(world) + ": " + e.what());
+  }
+  return lines;
+}
+
 }  // namespace
 
 int run_configs(const Args& args) {
@@ -113,6 +150,9 @@ int run_configs(const Args& args) {
   const std::vector<std::string> table = override_table(resolved.config);
   std::cout << "# module " << resolved.module << ", config " << resolved.config_name << "\n"
             << config::to_toml(resolved.config, /*with_descriptions=*/true);
+  std::cout << "\n# device mesh (set WORLD_SIZE for another world):\n";
+  for (const std::string& line : mesh_lines(resolved.config.parallelism))
+    std::cout << "#   " << line << "\n";
   std::cout << "\n# kernel overrides, resolved for this model (op: module paths -> "
                "implementation):\n";
   for (const std::string& line : table) std::cout << "#   " << line << "\n";

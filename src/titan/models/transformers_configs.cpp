@@ -24,6 +24,10 @@ TrainerConfig full() {
   c.training.seq_len = 2048;
   c.training.device = "auto";
   c.parallelism.data_parallel_shard_degree = -1;
+  // The recipe's three config functions balance MoE experts the same way: the auxiliary loss
+  // (the only balancing Transformers' Qwen3-MoE has; no effect on a dense model).
+  c.model.moe_load_balancing = "aux_loss";
+  c.model.router_aux_loss_coef = 0.001;
   c.optimizer.lr = 3e-4;
   c.lr_scheduler.warmup_steps = 100;
   c.activation_checkpoint.mode = "selective";

@@ -17,9 +17,11 @@ transformers.utils.logging.set_verbosity_error()
 transformers.utils.logging.disable_progress_bar()
 
 
-def make_config(source_dir, model_type, overrides, attn_implementation, experts_implementation):
+def make_config(source_dir, model_type, overrides, attn_implementation, experts_implementation,
+                balancing="{}"):
     """The model's config: from `source_dir`/config.json, else a fresh one of `model_type`,
-    then the `overrides` (a JSON object of config fields)."""
+    then the `overrides` (a JSON object of config fields), then `balancing` (the load-balancing
+    fields titan's model.moe_load_balancing sets, applied to MoE configs only)."""
     if source_dir:
         config = transformers.AutoConfig.from_pretrained(source_dir)
     else:
@@ -31,6 +33,9 @@ def make_config(source_dir, model_type, overrides, attn_implementation, experts_
             raise ValueError(f"model.hf_config_overrides: {type(config).__name__} has no field "
                              f"'{key}' (its fields: {', '.join(sorted(config.to_dict()))})")
         setattr(config, key, value)
+    for key, value in json.loads(balancing).items():
+        if hasattr(config, "num_experts") or hasattr(config, "num_local_experts"):
+            setattr(config, key, value)
     if attn_implementation:
         config._attn_implementation = attn_implementation
     if experts_implementation:

@@ -107,16 +107,31 @@ const char* dtype_name(at::ScalarType t) {
   }
 }
 
+// model.moe_load_balancing as Transformers' MoE configs know it: the auxiliary loss of
+// load_balancing_loss_func (output_router_logits, router_aux_loss_coef) or none; Transformers'
+// Qwen3-MoE has no expert bias.
+std::string balancing_json(const config::ModelConfig& m) {
+  TITAN_CHECK(m.moe_load_balancing != "expert_bias",
+              "model.moe_load_balancing = \"expert_bias\": the Transformers backend balances "
+              "experts with the auxiliary loss (aux_loss) or not at all (none); expert bias is the "
+              "native model's (model.name = qwen3)");
+  nlohmann::json j = {{"output_router_logits", m.moe_load_balancing == "aux_loss"}};
+  if (m.moe_load_balancing == "aux_loss") j["router_aux_loss_coef"] = m.router_aux_loss_coef;
+  return j.dump();
+}
+
 std::unique_ptr<models::Model> build_model(const std::string& dir, const std::string& model_type,
                                            const std::string& overrides, const std::string& attn,
                                            const std::string& experts,
                                            const std::string& pretrained,
-                                           const models::BuildOptions& opts) {
+                                           const models::BuildOptions& opts,
+                                           const std::string& balancing = "{}") {
   ensure_python();
   py::gil_scoped_acquire gil;
   try {
     py::object helper = helper_module();
-    py::object config = helper.attr("make_config")(dir, model_type, overrides, attn, experts);
+    py::object config =
+        helper.attr("make_config")(dir, model_type, overrides, attn, experts, balancing);
     py::object model = helper.attr("build")(config, pretrained, opts.seed, opts.device.str(),
                                             dtype_name(opts.param_dtype));
     return std::make_unique<TransformersModel>(model, helper, opts.compute_dtype);
@@ -144,7 +159,7 @@ std::unique_ptr<models::Model> build(const config::TrainerConfig& cfg,
       source.as_is ? std::vector<std::string>{} : cfg.model.hf_config_overrides;
   return build_model(source.dir, source.model_type, overrides_json(overrides),
                      cfg.model.attn_implementation, cfg.model.experts_implementation, pretrained,
-                     opts);
+                     opts, balancing_json(cfg.model));
 }
 
 // titan forward / eval / generate / convert: a Hugging Face directory (its weights come with

@@ -57,7 +57,8 @@ TEST(Qwen3Configs, RegistersEveryPromisedFunction) {
   std::vector<std::string> expected = {
       "qwen3_debugmodel",    "qwen3_debugmodel_moe",           "qwen3_debugmodel_default_job",
       "titan_kernels_qwen3", "titan_kernels_qwen3_debugmodel", "qwen3_debugmodel_sft",
-      "qwen3_0_6b_sft"};
+      "qwen3_0_6b_sft",      "qwen3_30b_a3b_ep8",              "qwen3_8b_tp2",
+      "qwen3_debugmodel_moe_ep2", "qwen3_debugmodel_tp2"};
   for (const auto& size : kSizes) {
     expected.push_back("qwen3_" + size);
     expected.push_back("qwen3_" + size + "_finetune");
@@ -73,6 +74,32 @@ TEST(Qwen3Configs, RegistersEveryPromisedFunction) {
   // Registration runs once however often the accessor is called.
   EXPECT_EQ(&models::builtin_config_registry(), &registry);
   EXPECT_EQ(registry.functions("qwen3").size(), expected.size());
+}
+
+TEST(Qwen3Configs, ParallelFunctionsSetTheirDegrees) {
+  const TrainerConfig ep = resolve_builtin("qwen3_30b_a3b_ep8");
+  EXPECT_EQ(ep.parallelism.expert_parallel_degree, 8);
+  EXPECT_EQ(ep.model.flavor, "30B-A3B");
+  EXPECT_EQ(ep.parallelism.data_parallel_shard_degree, -1);
+  const TrainerConfig tp = resolve_builtin("qwen3_8b_tp2");
+  EXPECT_EQ(tp.parallelism.tensor_parallel_degree, 2);
+  EXPECT_TRUE(tp.parallelism.enable_sequence_parallel);
+  EXPECT_EQ(resolve_builtin("qwen3_debugmodel_moe_ep2").parallelism.expert_parallel_degree, 2);
+  EXPECT_EQ(resolve_builtin("qwen3_debugmodel_tp2").parallelism.tensor_parallel_degree, 2);
+}
+
+// The recipe's three paths differ in the model and the kernels only, so their losses agree
+// out of the box: the same MoE balancing, which the Transformers backend has too.
+TEST(Qwen3Configs, TheThreeRecipePathsBalanceExpertsAlike) {
+  const TrainerConfig full =
+      resolve_builtin_in("transformers_modeling_backend", "transformers_modeling_backend_full");
+  const TrainerConfig native = resolve_builtin_in("transformers_modeling_backend",
+                                                  "transformers_modeling_backend_native_qwen3");
+  const TrainerConfig kernels = resolve_builtin("titan_kernels_qwen3");
+  EXPECT_EQ(full.model.moe_load_balancing, "aux_loss");
+  EXPECT_EQ(native.model.moe_load_balancing, full.model.moe_load_balancing);
+  EXPECT_EQ(kernels.model.moe_load_balancing, full.model.moe_load_balancing);
+  EXPECT_EQ(kernels.model.router_aux_loss_coef, full.model.router_aux_loss_coef);
 }
 
 TEST(Qwen3Configs, SftFunctionsTrainChatsWithDocumentMasking) {

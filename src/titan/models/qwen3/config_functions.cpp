@@ -198,6 +198,22 @@ TrainerConfig sft_debugmodel() {
   return c;
 }
 
+// Expert parallelism as torchtitan's Qwen3 MoE flavors use it: experts spread over `ep` ranks,
+// then FSDP-sharded over the rest (efsdp); dense weights FSDP over every rank.
+TrainerConfig with_expert_parallel(TrainerConfig c, int64_t ep) {
+  c.parallelism.expert_parallel_degree = ep;
+  c.parallelism.data_parallel_shard_degree = -1;
+  return c;
+}
+
+// Tensor parallelism with sequence parallelism, FSDP over the remaining ranks (2-D).
+TrainerConfig with_tensor_parallel(TrainerConfig c, int64_t tp) {
+  c.parallelism.tensor_parallel_degree = tp;
+  c.parallelism.enable_sequence_parallel = true;
+  c.parallelism.data_parallel_shard_degree = -1;
+  return c;
+}
+
 struct Size {
   const char* config;  // config-function suffix
   const char* flavor;
@@ -243,6 +259,38 @@ void register_qwen3_configs(config::ConfigRegistry& registry) {
                "masking");
   registry.add("qwen3", "qwen3_debugmodel_sft", sft_debugmodel,
                "the debug model on chat records: SFT, assistant turns only, document masking");
+  registry.add(
+      "qwen3", "qwen3_30b_a3b_ep8",
+      [] {
+        TrainerConfig c = with_expert_parallel(
+            pretrain_moe("30B-A3B", "qwen3_30b_a3b_ep8", 2, 3e-4, "selective"), 8);
+        c.job.description = "Qwen3-30B-A3B, experts over 8 ranks (EP 8), FSDP over all";
+        return c;
+      },
+      "Qwen3-30B-A3B from scratch with expert parallelism over 8 ranks (128 experts: 16 a "
+      "rank) and FSDP over every rank; a multiple of 8 ranks");
+  registry.add(
+      "qwen3", "qwen3_8b_tp2",
+      [] {
+        TrainerConfig c =
+            with_tensor_parallel(pretrain("8B", "qwen3_8b_tp2", 2, 3e-4, "selective"), 2);
+        c.job.description = "Qwen3-8B, tensor parallelism 2 x FSDP";
+        return c;
+      },
+      "Qwen3-8B from scratch with tensor parallelism 2 (sequence parallel) x FSDP over the "
+      "other ranks; an even number of ranks");
+  registry.add(
+      "qwen3", "qwen3_debugmodel_moe_ep2",
+      [] {
+        TrainerConfig c = debug_model("debugmodel_moe", "qwen3_debugmodel_moe_ep2");
+        c.model.moe_load_balancing = "aux_loss";
+        return with_expert_parallel(c, 2);
+      },
+      "the MoE debug model with expert parallelism 2 x FSDP; 2 or 4 CPU processes");
+  registry.add(
+      "qwen3", "qwen3_debugmodel_tp2",
+      [] { return with_tensor_parallel(debug_model("debugmodel", "qwen3_debugmodel_tp2"), 2); },
+      "the debug model with tensor parallelism 2 x FSDP; 2 or 4 CPU processes");
   registry.add("qwen3", "qwen3_debugmodel_default_job", default_job,
                "the `make train` job: debugmodel on assets/corpus/python_stdlib.jsonl, HF export");
   for (const Size& size : kSizes) {

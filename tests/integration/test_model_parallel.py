@@ -180,3 +180,35 @@ def test_the_transformers_backend_refuses_tensor_parallelism(tmp_path, small_cor
     assert proc.returncode != 0
     assert ("parallelism.tensor_parallel_degree = 2: the Transformers backend (model.name = "
             "transformers) trains with data parallelism only") in proc.stdout + proc.stderr
+
+
+def test_configs_print_shows_the_mesh_torch_lays_out(tmp_path):
+    """The groups of rank 0 are the slices of torch.arange(world) viewed as the mesh
+    [pp, dp_replicate, dp_shard, cp, tp] (torchtitan's layout), ep the inner ep ranks of
+    dp_shard x cp x tp."""
+    proc = subprocess.run([str(TITAN), "configs", "--module", "qwen3", "--config",
+                           "qwen3_debugmodel_moe", "--parallelism.expert_parallel_degree", "4",
+                           "--parallelism.tensor_parallel_degree", "2", "--print"],
+                          capture_output=True, text=True, env=dict(os.environ, WORLD_SIZE="8"))
+    assert proc.returncode == 0, proc.stderr
+    mesh = torch.arange(8).view(1, 1, 4, 1, 2)  # pp, dp_replicate, dp_shard, cp, tp
+    expected = {
+        "tp": mesh[0, 0, 0, 0, :], "dp_shard": mesh[0, 0, :, 0, 0], "dp": mesh[0, :, :, 0, 0],
+        "ep": mesh[0, 0].flatten()[:4], "efsdp": mesh[0, 0].flatten()[::4],
+    }
+    text = proc.stdout
+    assert "dp_shard 4, cp 1, tp 2, ep 4, efsdp 2" in text, text
+    for group, ranks in expected.items():
+        line = f"{group} of rank 0: ranks " + ", ".join(str(int(r)) for r in ranks.flatten())
+        assert line in text, (line, text)
+
+
+def test_the_transformers_backend_refuses_expert_bias(tmp_path, small_corpus):
+    module = "transformers_modeling_backend"
+    proc = torchrun(1, ["train", "--module", module, "--config", f"{module}_debugmodel_moe",
+                        "--model.moe_load_balancing", "expert_bias", "--training.steps", "1",
+                        "--training.dataset_path", small_corpus, "--job.dump_folder",
+                        tmp_path / "hf"], check=False, timeout=200)
+    assert proc.returncode != 0
+    assert 'model.moe_load_balancing = "expert_bias": the Transformers backend' in (
+        proc.stdout + proc.stderr)

@@ -74,6 +74,9 @@ TrainerConfig debugmodel(bool moe) {
   } else {
     c.model.hf_config_overrides.push_back("intermediate_size=768");
   }
+  // Transformers' default for a fresh config (output_router_logits false): the logged loss is
+  // the model's own cross-entropy.
+  c.model.moe_load_balancing = "none";
   c.training.steps = 20;
   c.training.local_batch_size = 4;
   c.training.seq_len = 256;

@@ -6,13 +6,23 @@ optimizer around Transformers' own Python modules).
 
 Both train from the same random HF checkpoint (written here with transformers), with AdamW
 and fp32 on the CPU, OMP_NUM_THREADS threads. titan's figure is the mean tps of its step
-lines after warm-up; the peer's is timed around its own steps after warm-up.
+lines after warm-up; the peer's is timed around its own steps after warm-up. With --repeats R
+the titan and HF runs alternate R times (the machine's load drifts) and the medians count.
+
+--profile also traces one step of each side (titan's profiling.* trace, torch.profiler for HF)
+and prints both sides' top CPU ops by self time and the GEMMs' share of the step
+(bench/profile_table.py). --bf16 adds titan with training.mixed_precision_param bfloat16 (bf16
+compute on float32 master weights) when the CPU has AVX512_BF16 or AMX. --baseline BIN adds
+another titan binary (a build of an earlier commit) to the same run. --no-backend skips the
+Transformers-backend run.
 
 usage: build/python bench/cpu_tokens_per_second.py [--moe] [--steps 8] [--batch 4] [--seq 256]
+           [--repeats 1] [--profile] [--bf16] [--baseline BIN] [--no-backend]
 """
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -21,6 +31,14 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "integration"))
+sys.path.insert(0, str(REPO / "bench"))
+
+from profile_table import self_time_table  # noqa: E402
+
+
+def cpu_has_bf16():
+    flags = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
+    return any(f in flags.split() for f in ("avx512_bf16", "amx_bf16"))
 
 
 def main():
@@ -31,6 +49,12 @@ def main():
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--seq", type=int, default=256)
     ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--repeats", type=int, default=1)
+    ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--top", type=int, default=12)
+    ap.add_argument("--bf16", action="store_true")
+    ap.add_argument("--baseline", help="another titan binary to measure in the same run")
+    ap.add_argument("--no-backend", action="store_true")
     args = ap.parse_args()
     os.environ["OMP_NUM_THREADS"] = str(args.threads)
 
@@ -55,21 +79,23 @@ def main():
     model.save_pretrained(src)
     for f in ("tokenizer.json", "tokenizer_config.json"):
         (src / f).write_bytes((REPO / "assets" / "qwen3-tokenizer" / f).read_bytes())
+    tokens = args.batch * args.seq
+    new_bin = os.environ.get("TITAN_BIN", str(REPO / "build" / "bin" / "titan"))
 
-    def titan_run(backend):
-        dump = tmp / backend
-        subprocess.run(
-            [os.environ.get("TITAN_BIN", str(REPO / "build" / "bin" / "titan")), "train", "--module",
-             "qwen3", "--config", "qwen3_debugmodel", "--model.name", backend, "--model.flavor",
-             "auto", "--model.hf_assets_path", str(src), "--checkpoint.initial_load_in_hf",
-             "--training.steps", str(args.steps), "--training.local_batch_size", str(args.batch),
-             "--training.seq_len", str(args.seq), "--metrics.log_freq", "1", "--job.dump_folder",
-             str(dump)], check=True, stdout=subprocess.DEVNULL)
+    def titan_run(label, backend, binary=new_bin, extra=(), steps=args.steps, profile=False):
+        dump = tmp / f"{label}-{time.monotonic_ns()}"
+        cmd = [binary, "train", "--module", "qwen3", "--config", "qwen3_debugmodel",
+               "--model.name", backend, "--model.flavor", "auto", "--model.hf_assets_path",
+               str(src), "--checkpoint.initial_load_in_hf", "--training.steps", str(steps),
+               "--training.local_batch_size", str(args.batch), "--training.seq_len",
+               str(args.seq), "--metrics.log_freq", "1", "--job.dump_folder", str(dump), *extra]
+        if profile:
+            cmd += ["--profiling.enable_profiling", "--profiling.profile_freq", str(steps)]
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+        if profile:
+            return next((dump / "profile_traces").glob(f"iteration_{steps}/rank0_trace.json"))
         rows = [json.loads(l) for l in (dump / "metrics.jsonl").read_text().splitlines()]
         return sum(r["tps"] for r in rows[args.warmup:]) / len(rows[args.warmup:])
-
-    titan_tps = titan_run("qwen3")
-    backend_tps = titan_run("transformers")
 
     # Peer: the same model in eager PyTorch, AdamW (fused CPU kernel), same batch shape.
     model = model.float().train()
@@ -77,31 +103,82 @@ def main():
     opt = torch.optim.AdamW(model.parameters(), lr=8e-4, betas=(0.9, 0.95), weight_decay=0.1,
                             fused=True)
     gen = torch.Generator().manual_seed(0)
-    times = []
-    for step in range(args.steps):
+
+    def hf_step():
         x = torch.randint(0, 151643, (args.batch, args.seq + 1), generator=gen)
-        t0 = time.perf_counter()
         logits = model(x[:, :-1]).logits
         loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1).float(), x[:, 1:].flatten())
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         opt.zero_grad(set_to_none=True)
-        times.append(time.perf_counter() - t0)
-    hf_tps = args.batch * args.seq / (sum(times[args.warmup:]) / len(times[args.warmup:]))
+
+    def hf_run():
+        times = []
+        for _ in range(args.steps):
+            t0 = time.perf_counter()
+            hf_step()
+            times.append(time.perf_counter() - t0)
+        return tokens / (sum(times[args.warmup:]) / len(times[args.warmup:]))
+
+    bf16 = args.bf16 and cpu_has_bf16()
+    if args.bf16 and not bf16:
+        print("[bench] this CPU has neither AVX512_BF16 nor AMX: no bfloat16 run", flush=True)
+    bf16_args = ("--training.mixed_precision_param", "bfloat16")
+    runs = {"titan": [], "hf": []}
+    if args.baseline:
+        runs["titan_baseline"] = []
+    if bf16:
+        runs["titan_bf16"] = []
+    if not args.no_backend:
+        runs["titan_transformers_backend"] = []
+    for _ in range(args.repeats):
+        runs["titan"].append(titan_run("titan", "qwen3"))
+        runs["hf"].append(hf_run())
+        if args.baseline:
+            runs["titan_baseline"].append(titan_run("baseline", "qwen3", binary=args.baseline))
+        if bf16:
+            runs["titan_bf16"].append(titan_run("bf16", "qwen3", extra=bf16_args))
+        if not args.no_backend:
+            runs["titan_transformers_backend"].append(titan_run("backend", "transformers"))
+    tps = {k: statistics.median(v) for k, v in runs.items()}
 
     kind = "Qwen3-MoE debugmodel_moe" if args.moe else "Qwen3 debugmodel"
-    tokens = args.batch * args.seq
-    overhead_ms = 1000 * (tokens / backend_tps - tokens / titan_tps)
-    print(json.dumps({"case": kind, "threads": args.threads, "batch": args.batch, "seq": args.seq,
-                      "titan_tps": round(titan_tps, 1),
-                      "titan_transformers_backend_tps": round(backend_tps, 1),
-                      "hf_eager_tps": round(hf_tps, 1), "ratio": round(titan_tps / hf_tps, 3),
-                      "backend_ratio": round(backend_tps / hf_tps, 3),
-                      "backend_overhead_ms_per_step": round(overhead_ms, 1)}))
-    print(f"| {kind} | titan {titan_tps:,.0f} tok/s | titan + Transformers backend "
-          f"{backend_tps:,.0f} tok/s | HF eager {hf_tps:,.0f} tok/s | ratios {titan_tps / hf_tps:.2f}x, "
-          f"{backend_tps / hf_tps:.2f}x | backend overhead {overhead_ms:.0f} ms/step |")
+    summary = {"case": kind, "threads": args.threads, "batch": args.batch, "seq": args.seq,
+               "repeats": args.repeats}
+    for k, v in tps.items():
+        summary[f"{k}_tps"] = round(v, 1)
+        if k != "hf":
+            summary[f"{k}_ratio"] = round(v / tps["hf"], 3)
+    summary["runs"] = {k: [round(x, 1) for x in v] for k, v in runs.items()}
+    if not args.no_backend:
+        summary["backend_overhead_ms_per_step"] = round(
+            1000 * (tokens / tps["titan_transformers_backend"] - tokens / tps["titan"]), 1)
+
+    if args.profile:
+        tables = {"titan": titan_run("titan-profile", "qwen3", steps=3, profile=True)}
+        if args.baseline:
+            tables["titan_baseline"] = titan_run("baseline-profile", "qwen3", args.baseline,
+                                                 steps=3, profile=True)
+        if bf16:
+            tables["titan_bf16"] = titan_run("bf16-profile", "qwen3", extra=bf16_args, steps=3,
+                                             profile=True)
+        hf_step()  # warm
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+            hf_step()
+        hf_trace = tmp / "hf_trace.json"
+        prof.export_chrome_trace(str(hf_trace))
+        tables["hf"] = hf_trace
+        for name, trace in tables.items():
+            text, step_ms, gemm_ms = self_time_table(trace, args.top)
+            summary[f"{name}_profiled_step_ms"] = round(step_ms, 1)
+            summary[f"{name}_gemm_share"] = round(gemm_ms / step_ms, 3)
+            print(f"\n### {name}: one profiled step\n\n{text}", flush=True)
+
+    print(json.dumps(summary))
+    cells = " | ".join(f"{k} {v:,.0f} tok/s" for k, v in tps.items())
+    ratios = ", ".join(f"{k} {v / tps['hf']:.2f}x" for k, v in tps.items() if k != "hf")
+    print(f"| {kind} | {cells} | ratios to HF eager: {ratios} |")
 
 
 if __name__ == "__main__":

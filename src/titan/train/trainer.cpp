@@ -269,37 +269,61 @@ class Trainer {
     return model_->named_parameters();
   }
 
+  // Sums over the data-parallel ranks in place, leaving the result on the device (no host
+  // synchronisation; nothing to do on one process).
+  at::Tensor sum_over_dp_on_device(at::Tensor t) {
+    if (dist_.dp_size() > 1) dist_.all_reduce_dp(t);
+    return t;
+  }
+
   // loss = summed cross-entropy over the step's valid tokens / their number, accumulated over
   // micro-batches so that accumulation gives the same gradient as one big batch.
+  //
+  // Nothing here waits for the device until the step's one host read, after the gradient norm:
+  // the loss, the token count, the norm and the clip coefficient are read together, for the
+  // log line and for the decision to update or skip. The labels stay on the host for the loss,
+  // which checks their range there (a check on the device would be a synchronisation).
   StepResult train_step(int64_t step) {
     std::vector<data::Batch> batches;
     int64_t local_tokens = 0;
     for (int64_t i = 0; i < micro_batches_; ++i) {
       batches.push_back(next_local_batch());
-      local_tokens += count_valid_tokens(batches.back().labels);
+      local_tokens += count_valid_tokens(batches.back().labels);  // host tensors: no sync
     }
+    const auto f64 = at::TensorOptions(precision_.device).dtype(at::kDouble);
     // The loss is the summed token loss of the whole global batch over its global count.
-    const double valid_tokens = sum_over_dp(static_cast<double>(local_tokens));
-    TITAN_CHECK(valid_tokens > 0, "step ", step, " has no valid label tokens");
+    const at::Tensor valid_tokens =
+        sum_over_dp_on_device(at::full({1}, static_cast<double>(local_tokens), f64));
+    const at::Tensor divisor = valid_tokens.reshape({}).to(at::kFloat);
     // Auxiliary losses are means over a rank's tokens: their gradients are averaged.
     const double extra_scale = static_cast<double>(micro_batches_ * dist_.dp_size());
     distributed::DataParallel* dp = dist_.data_parallel.get();
-    StepResult result;
+    at::Tensor loss_sum = at::zeros({1}, f64);
     for (size_t i = 0; i < batches.size(); ++i) {
       if (dp) dp->set_gradient_sync(i + 1 == batches.size());
       const at::Tensor inputs = batches[i].inputs.to(precision_.device);
-      const at::Tensor labels = batches[i].labels.to(precision_.device);
       const models::ModelOutput out =
           model_->forward_packed(inputs, packed_documents(batches[i], precision_.device));
-      at::Tensor loss = loss_.sum(out.hidden, labels) / valid_tokens;
+      at::Tensor loss = loss_.sum(out.hidden, batches[i].labels) / divisor;
       if (out.extra_loss.defined()) loss = loss + out.extra_loss / extra_scale;
       if (step == cfg_.debug.inject_nonfinite_at_step)
         loss = loss * std::numeric_limits<double>::quiet_NaN();
       loss.backward();
       if (dp) dp->finish_backward();
-      result.loss += loss.item<double>();
+      loss_sum.add_(loss.detach().to(at::kDouble));
     }
-    result.loss = sum_over_dp(result.loss);
+    sum_over_dp_on_device(loss_sum);
+    ReduceSquares reduce_squares;
+    if (dp) reduce_squares = [dp](at::Tensor& squares) { dp->reduce_grad_norm_squares(squares); };
+    const GradNorm norm = grad_norm(params_, cfg_.training.max_norm, reduce_squares);
+    // The step's one host read.
+    const at::Tensor host = at::cat({loss_sum, valid_tokens, norm.norm.to(at::kDouble).reshape({1}),
+                                     norm.coefficient.to(at::kDouble).reshape({1})})
+                                .to(at::kCPU);
+    const double* values = host.const_data_ptr<double>();
+    TITAN_CHECK(values[1] > 0, "step ", step, " has no valid label tokens");
+    StepResult result;
+    result.loss = values[0];
     result.lr = scheduler_.lr_at(step - 1);
     const char* nonfinite = nullptr;  // what was not finite, if anything, and its value
     double value = 0;
@@ -307,9 +331,7 @@ class Trainer {
       nonfinite = "loss";
       value = result.loss;
     } else {
-      std::function<void(at::Tensor&)> reduce_squares;
-      if (dp) reduce_squares = [dp](at::Tensor& squares) { dp->reduce_grad_norm_squares(squares); };
-      result.grad_norm = clip_grad_norm(params_, cfg_.training.max_norm, reduce_squares);
+      result.grad_norm = values[2];
       if (!std::isfinite(result.grad_norm)) {
         nonfinite = "gradient norm";
         value = result.grad_norm;
@@ -331,6 +353,8 @@ class Trainer {
       checkpoints_.on_step_end(tokens_per_step() * dist_.dp_size());
       return result;
     }
+    // Scaling by a coefficient of exactly 1 changes nothing, so that pass is skipped.
+    if (values[3] < 1.0) scale_grads(params_, norm.coefficient);
     optimizer_.step(result.lr);
     optimizer_.zero_grad();
     checkpoints_.on_step_end(tokens_per_step() * dist_.dp_size());

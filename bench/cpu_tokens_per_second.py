@@ -5,12 +5,14 @@ the Transformers backend (its step time minus the native model's: the same train
 optimizer around Transformers' own Python modules).
 
 Both train from the same random HF checkpoint (written here with transformers), with AdamW
-and fp32 on the CPU, OMP_NUM_THREADS threads. titan's figure is the mean tps of its step
-lines after warm-up; the peer's is timed around its own steps after warm-up. With --repeats R
-the titan and HF runs alternate R times (the machine's load drifts) and the medians count.
+and fp32 on the CPU, OMP_NUM_THREADS threads. titan's figures are the tps of its step lines
+after warm-up; the peer's are timed around its own steps after warm-up. With --repeats R the
+titan and HF runs alternate R times (a shared machine's load drifts). The summary gives, for
+each side, the median and the best step over all runs; the ratios are of the medians.
 
---profile also traces one step of each side (titan's profiling.* trace, torch.profiler for HF)
-and prints both sides' top CPU ops by self time and the GEMMs' share of the step
+--profile also traces three steps of each side (titan's profiling.* traces, torch.profiler for
+HF) and prints, for the fastest of the three (the least disturbed by other load), both sides'
+top CPU ops by self time and the GEMMs' share of the step
 (bench/profile_table.py). --bf16 adds titan with training.mixed_precision_param bfloat16 (bf16
 compute on float32 master weights) when the CPU has AVX512_BF16 or AMX. --baseline BIN adds
 another titan binary (a build of an earlier commit) to the same run. --no-backend skips the
@@ -83,6 +85,7 @@ def main():
     new_bin = os.environ.get("TITAN_BIN", str(REPO / "build" / "bin" / "titan"))
 
     def titan_run(label, backend, binary=new_bin, extra=(), steps=args.steps, profile=False):
+        """Per-step tps after warm-up; with `profile`, the fastest traced step's trace."""
         dump = tmp / f"{label}-{time.monotonic_ns()}"
         cmd = [binary, "train", "--module", "qwen3", "--config", "qwen3_debugmodel",
                "--model.name", backend, "--model.flavor", "auto", "--model.hf_assets_path",
@@ -90,12 +93,14 @@ def main():
                "--training.local_batch_size", str(args.batch), "--training.seq_len",
                str(args.seq), "--metrics.log_freq", "1", "--job.dump_folder", str(dump), *extra]
         if profile:
-            cmd += ["--profiling.enable_profiling", "--profiling.profile_freq", str(steps)]
+            cmd += ["--profiling.enable_profiling", "--profiling.profile_freq", "2"]
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
-        if profile:
-            return next((dump / "profile_traces").glob(f"iteration_{steps}/rank0_trace.json"))
         rows = [json.loads(l) for l in (dump / "metrics.jsonl").read_text().splitlines()]
-        return sum(r["tps"] for r in rows[args.warmup:]) / len(rows[args.warmup:])
+        if profile:
+            traced = [r for r in rows if r["step"] % 2 == 0]
+            best = max(traced, key=lambda r: r["tps"])["step"]
+            return dump / "profile_traces" / f"iteration_{best}" / "rank0_trace.json"
+        return [r["tps"] for r in rows[args.warmup:]]
 
     # Peer: the same model in eager PyTorch, AdamW (fused CPU kernel), same batch shape.
     model = model.float().train()
@@ -119,7 +124,7 @@ def main():
             t0 = time.perf_counter()
             hf_step()
             times.append(time.perf_counter() - t0)
-        return tokens / (sum(times[args.warmup:]) / len(times[args.warmup:]))
+        return [tokens / t for t in times[args.warmup:]]
 
     bf16 = args.bf16 and cpu_has_bf16()
     if args.bf16 and not bf16:
@@ -141,39 +146,46 @@ def main():
             runs["titan_bf16"].append(titan_run("bf16", "qwen3", extra=bf16_args))
         if not args.no_backend:
             runs["titan_transformers_backend"].append(titan_run("backend", "transformers"))
-    tps = {k: statistics.median(v) for k, v in runs.items()}
+    tps = {k: statistics.median(sum(v, [])) for k, v in runs.items()}
+    best = {k: max(sum(v, [])) for k, v in runs.items()}
 
     kind = "Qwen3-MoE debugmodel_moe" if args.moe else "Qwen3 debugmodel"
     summary = {"case": kind, "threads": args.threads, "batch": args.batch, "seq": args.seq,
                "repeats": args.repeats}
     for k, v in tps.items():
         summary[f"{k}_tps"] = round(v, 1)
+        summary[f"{k}_best_tps"] = round(best[k], 1)
         if k != "hf":
             summary[f"{k}_ratio"] = round(v / tps["hf"], 3)
-    summary["runs"] = {k: [round(x, 1) for x in v] for k, v in runs.items()}
+            summary[f"{k}_best_ratio"] = round(best[k] / best["hf"], 3)
+    summary["runs"] = {k: [round(statistics.median(x), 1) for x in v] for k, v in runs.items()}
     if not args.no_backend:
         summary["backend_overhead_ms_per_step"] = round(
             1000 * (tokens / tps["titan_transformers_backend"] - tokens / tps["titan"]), 1)
 
     if args.profile:
-        tables = {"titan": titan_run("titan-profile", "qwen3", steps=3, profile=True)}
+        tables = {"titan": titan_run("titan-profile", "qwen3", steps=7, profile=True)}
         if args.baseline:
             tables["titan_baseline"] = titan_run("baseline-profile", "qwen3", args.baseline,
-                                                 steps=3, profile=True)
+                                                 steps=7, profile=True)
         if bf16:
-            tables["titan_bf16"] = titan_run("bf16-profile", "qwen3", extra=bf16_args, steps=3,
+            tables["titan_bf16"] = titan_run("bf16-profile", "qwen3", extra=bf16_args, steps=7,
                                              profile=True)
         hf_step()  # warm
-        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
-            hf_step()
-        hf_trace = tmp / "hf_trace.json"
-        prof.export_chrome_trace(str(hf_trace))
-        tables["hf"] = hf_trace
+        hf_traces = []
+        for k in range(3):
+            with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+                t0 = time.perf_counter()
+                hf_step()
+                seconds = time.perf_counter() - t0
+            hf_traces.append((seconds, tmp / f"hf_trace{k}.json"))
+            prof.export_chrome_trace(str(hf_traces[-1][1]))
+        tables["hf"] = min(hf_traces)[1]
         for name, trace in tables.items():
             text, step_ms, gemm_ms = self_time_table(trace, args.top)
             summary[f"{name}_profiled_step_ms"] = round(step_ms, 1)
             summary[f"{name}_gemm_share"] = round(gemm_ms / step_ms, 3)
-            print(f"\n### {name}: one profiled step\n\n{text}", flush=True)
+            print(f"\n### {name}: the fastest of three profiled steps\n\n{text}", flush=True)
 
     print(json.dumps(summary))
     cells = " | ".join(f"{k} {v:,.0f} tok/s" for k, v in tps.items())

@@ -23,7 +23,7 @@ at::Tensor moe_experts(const at::Tensor& x, const Routing& routing, const at::Te
 // written in place, then the two gradient GEMMs (cross_entropy.cpp).
 at::Tensor cross_entropy(const at::Tensor& hidden, const at::Tensor& weight,
                          const at::Tensor& labels, int64_t ignore_index);
-// The same with `chunk_rows` rows per chunk (0: automatic, at most 2^26 logits per chunk).
+// The same with `chunk_rows` rows per chunk (0: automatic, at most 2^27 logits per chunk).
 at::Tensor cross_entropy_chunked(const at::Tensor& hidden, const at::Tensor& weight,
                                  const at::Tensor& labels, int64_t ignore_index,
                                  int64_t chunk_rows);

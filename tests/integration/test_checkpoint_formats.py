@@ -1,7 +1,12 @@
 """Checkpoints written before checkpoints held N-d boxes (format version 1, dim-0 row pieces, by
 FSDP over 2 ranks; fixtures/make_checkpoint_v1.py made it with that commit's binary) still load
-and resume: the run trains the same losses, bit for bit, as the binary that wrote it, and resuming
-its step-2 checkpoint on 1 process or 2 ranks gives the uninterrupted steps 3 and 4."""
+and resume: the run trains the losses of the binary that wrote it, and resuming its step-2
+checkpoint on 1 process or 2 ranks gives the uninterrupted steps 3 and 4.
+
+With the reference kernels and the float64 gradient norm of that binary the losses were the same
+bit for bit (the parallelism seam changed no arithmetic); the exact blocked gradient norm and the
+fused CPU cross-entropy since then round differently in the last bits, so the comparison is to
+1e-6."""
 import json
 import os
 import shutil
@@ -41,11 +46,15 @@ def test_the_fixture_is_the_previous_format():
     assert {"model-rank0.safetensors", "model-rank1.safetensors"} <= set(manifest["files"])
 
 
-def test_training_is_bit_for_bit_what_the_previous_binary_trained(tmp_path):
+def close(a, b, rel):
+    return len(a) == len(b) and all(abs(x - y) <= rel * abs(y) for x, y in zip(a, b))
+
+
+def test_training_is_what_the_previous_binary_trained(tmp_path):
     train(tmp_path / "now", 2, 2, 4)
     now, before = read_metrics(tmp_path / "now"), old_metrics()
-    assert [m["loss"] for m in now] == [m["loss"] for m in before]
-    assert [m["grad_norm"] for m in now] == [m["grad_norm"] for m in before]
+    assert close([m["loss"] for m in now], [m["loss"] for m in before], 1e-6), (now, before)
+    assert close([m["grad_norm"] for m in now], [m["grad_norm"] for m in before], 1e-6)
 
 
 def test_a_previous_format_checkpoint_resumes_under_any_layout(tmp_path):
@@ -61,8 +70,6 @@ def test_a_previous_format_checkpoint_resumes_under_any_layout(tmp_path):
         assert len(losses) == 2
         for got, want in zip(losses, expected):
             assert abs(got - want) <= 1e-5 * abs(want), (nproc, losses, expected)
-        if nproc == 2:
-            assert losses == expected  # the layout that wrote it: exactly
         # What it saves now is the new format, with the mesh.
         saved = json.loads((dump / "checkpoint" / "step-4" / "manifest.json").read_text())
         assert saved["format_version"] == 2

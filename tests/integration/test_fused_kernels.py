@@ -32,7 +32,7 @@ def test_kernels_path_trains_to_the_reference_losses(tmp_path, small_corpus, tok
     assert "[override] moe_experts: layers.{0..3}.moe -> fused" in log, proc.stdout
     assert any(line.startswith("[override] rms_norm: layers.{0..3}.attention_norm")
                and line.endswith("norm -> fused") for line in log), log
-    # rope and cross_entropy have CUDA kernels only: on the CPU they fall back, and say so.
+    # rope has a CUDA kernel only: on the CPU it falls back, and says so.
     assert "'rope=fused' (override.fallback)" in proc.stderr + proc.stdout
 
 

@@ -9,6 +9,7 @@ import functools
 import math
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -277,3 +278,50 @@ def test_bad_config_is_one_clear_error(harness, tmp_path, overrides, message):
     proc, _ = run_harness(tmp_path, params, grads, {**BASE, **overrides})
     assert proc.returncode == 1
     assert message in proc.stderr, proc.stderr
+
+
+def norm_gradients():
+    """Gradients of awkward shapes for the layout test: rows of very different scales, a
+    vocabulary-like matrix whose rows do not divide by 2, bfloat16, one entry."""
+    g = torch.Generator().manual_seed(3)
+    scales = torch.logspace(-3, 3, 1001).unsqueeze(1)
+    return {
+        "embed": torch.randn(1001, 64, generator=g) * scales,
+        "proj": torch.randn(64, 65, generator=g),
+        "experts": torch.randn(3, 40, 16, generator=g) * 1e-2,
+        "norm": torch.randn(65, generator=g).to(torch.bfloat16),
+        "bias": torch.randn(1, generator=g),
+    }
+
+
+def run_grad_norm(tmp_path, grads, layout, nproc):
+    src, dst = tmp_path / "grads.safetensors", tmp_path / f"norm-{layout}-{nproc}.safetensors"
+    save_file({f"grad/{n}": g for n, g in grads.items()}, str(src),
+              metadata={"order": ",".join(grads)})
+    cmd = [str(HARNESS), "grad-norm", "--input", str(src), "--output", str(dst),
+           "--layout", layout, "--max-norm", "1.0"]
+    if nproc > 1:
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--no-python",
+               f"--nproc_per_node={nproc}", "--rdzv_backend", "c10d",
+               "--rdzv_endpoint=localhost:0", *cmd]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, OMP_NUM_THREADS="1"))
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    return load_file(str(dst))
+
+
+def test_grad_norm_is_exact_and_the_same_for_every_layout(harness, tmp_path):
+    grads = norm_gradients()
+    runs = {(layout, nproc): run_grad_norm(tmp_path, grads, layout, nproc)
+            for layout, nproc in (("whole", 1), ("fsdp", 2), ("ddp", 2))}
+    want = torch.linalg.vector_norm(torch.cat([g.double().flatten() for g in grads.values()]))
+    one = runs[("whole", 1)]
+    assert abs(one["squares"].item() ** 0.5 - want.item()) <= 1e-12 * want.item()
+    for key, got in runs.items():
+        # What is logged and what clips: the same float32 bits in every layout. (The float64
+        # sums may differ in their last bits: FSDP adds the ranks' sums.)
+        assert torch.equal(got["norm"], one["norm"]), key
+        assert torch.equal(got["coefficient"], one["coefficient"]), key
+        assert got["norm"].dtype == torch.float32 and got["norm"].item() == want.float().item()
+        assert abs(got["squares"].item() - one["squares"].item()) <= 1e-15 * one["squares"].item()
+    assert torch.equal(runs[("ddp", 2)]["squares"], one["squares"])

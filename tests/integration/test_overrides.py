@@ -1,4 +1,4 @@
-"""Kernel overrides through `titan train`: naming `reference` everywhere changes nothing, a
+"""Kernel overrides through `titan train`: naming each op's default changes nothing, a
 kernel library built by the test suite is used exactly where its glob says and trains to the
 same losses, and bad entries or libraries fail with one clear error."""
 import re
@@ -30,20 +30,35 @@ def losses(dump):
 
 
 @pytest.mark.parametrize("config", ["qwen3_debugmodel", "qwen3_debugmodel_moe"])
-def test_reference_for_every_op_is_bit_identical_to_no_overrides(tmp_path, small_corpus,
-                                                                 tokenizer_dir, config):
+def test_naming_the_defaults_is_bit_identical_to_no_overrides(tmp_path, small_corpus,
+                                                              tokenizer_dir, config):
+    # The defaults on the CPU: reference for every op but cross_entropy, whose fused kernel is
+    # the default there (docs/kernels.md).
     _, plain = train(tmp_path, "plain", small_corpus, tokenizer_dir, config=config)
     # swiglu has no call site in an all-MoE model, moe_* none in a dense one: name only those
     # the model has (an entry that matches nothing is an error, tested below).
     ops = [op for op in OPS if not (config.endswith("moe") and op == "swiglu")
            and not (not config.endswith("moe") and op.startswith("moe_"))]
     # List values on the command line are comma-separated.
-    imports = ",".join(f"{op}=reference" for op in ops)
+    imports = ",".join(f"{op}={'fused' if op == 'cross_entropy' else 'reference'}" for op in ops)
     proc, explicit = train(tmp_path, "explicit", small_corpus, tokenizer_dir,
                            "--override.imports", imports, config=config)
     assert losses(explicit) == losses(plain)
     assert len(losses(plain)) == STEPS
-    assert "[override]" not in proc.stdout  # nothing overridden, nothing logged
+    # Only what an entry claims for another implementation than reference is logged.
+    log = [line for line in proc.stdout.splitlines() if line.startswith("[override]")]
+    assert log == ["[override] cross_entropy: output -> fused"], proc.stdout
+
+
+def test_reference_cross_entropy_is_still_there_by_name(tmp_path, small_corpus, tokenizer_dir):
+    fused = losses(train(tmp_path, "fused", small_corpus, tokenizer_dir)[1])
+    proc, dump = train(tmp_path, "reference", small_corpus, tokenizer_dir,
+                       "--override.imports", "cross_entropy=reference")
+    reference = losses(dump)
+    assert "[override]" not in proc.stdout  # reference is never logged
+    assert len(fused) == len(reference) == STEPS
+    for x, y in zip(fused, reference):
+        assert abs(x - y) <= 1e-5 * abs(y), (fused, reference)
 
 
 def test_plugin_is_used_on_the_layers_its_glob_names(tmp_path, small_corpus, tokenizer_dir):
@@ -78,7 +93,7 @@ def test_configs_print_shows_the_resolved_table(tmp_path):
            in table, table
     assert any(line.startswith("#   moe_experts: layers.{0..3}.moe -> reference")
                for line in table), table
-    assert "#   cross_entropy: output -> reference" in table
+    assert "#   cross_entropy: output -> fused" in table  # the default on the CPU
 
 
 def test_stale_plugin_is_refused(tmp_path, small_corpus, tokenizer_dir):

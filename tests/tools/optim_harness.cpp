@@ -9,6 +9,12 @@
 //   titan_optim_harness loss --input IN --output OUT [--chunk C --grad-scale S]
 //     IN holds "logits", "labels", "hidden", "weight", "hidden_labels". Writes the losses, the
 //     token count and the gradients of grad_scale * mean loss.
+//   titan_optim_harness grad-norm --input IN --output OUT --layout whole|fsdp|ddp [--max-norm M]
+//     IN holds "grad/<name>" (names in the metadata entry "order"). Each rank (under torchrun)
+//     holds what that layout gives it: FSDP its rows of dim 0 (a Shard(0) placement, zero
+//     padded), DDP and whole everything. The norm is computed as the trainer does: the local
+//     sum of squares, summed over the ranks for FSDP. Rank 0 writes "squares" [1] (float64),
+//     "norm" and "coefficient" (float32 scalars).
 #include <ATen/ATen.h>
 
 #include <cstdlib>
@@ -19,7 +25,12 @@
 
 #include "titan/checkpoint/safetensors.h"
 #include "titan/common/error.h"
+#include "titan/common/placement.h"
+#include "titan/distributed/device_mesh.h"
+#include "titan/distributed/parameter_placements.h"
+#include "titan/distributed/world.h"
 #include "titan/train/grad_clip.h"
+#include "titan/train/grad_norm.h"
 #include "titan/train/loss.h"
 #include "titan/train/lr_scheduler.h"
 #include "titan/train/optimizer.h"
@@ -173,6 +184,48 @@ int run_loss(const Flags& flags) {
   return 0;
 }
 
+int run_grad_norm(const Flags& flags) {
+  namespace ckpt = titan::checkpoint;
+  namespace td = titan::distributed;
+  const auto input = ckpt::SafetensorsFile::open(flags.str("input"));
+  const std::string layout = flags.str("layout");
+  TITAN_CHECK(layout == "whole" || layout == "fsdp" || layout == "ddp", "--layout ", layout);
+  td::World world(td::launch_env_from_environment(), td::WorldOptions{});
+  const auto order = input.metadata().find("order");
+  TITAN_CHECK(order != input.metadata().end(), flags.str("input"), ": no order metadata");
+  // The mesh of the layout: FSDP shards over every rank, DDP replicates over them.
+  td::ParallelDims dims;
+  dims.world_size = world.size();
+  (layout == "ddp" ? dims.dp_replicate : dims.dp_shard) = world.size();
+  const td::DeviceMesh mesh = world.size() > 1 ? td::DeviceMesh(world, dims) : td::DeviceMesh(dims);
+  td::ParameterPlacements placements;
+  titan::NamedTensors params;
+  for (const std::string& name : split(order->second, ',')) {
+    at::Tensor grad = input.tensor("grad/" + name).clone();
+    if (layout == "fsdp") {
+      // This rank's rows of dim 0, zero-padded: FSDP's placement.
+      const titan::TensorPlacement placement{
+          grad.sizes().vec(),
+          {{"dp_shard", world.size(), world.rank(), titan::Placement::shard(0)}}};
+      grad = td::local_piece(placement, grad);
+      placements.set(name, placement);
+    }
+    at::Tensor p = at::zeros(grad.sizes(), grad.options()).requires_grad_(true);
+    p.mutable_grad() = grad;
+    params.emplace_back(name, p);
+  }
+  // The trainer's reduction: each placement's squares summed over the groups it is sharded on.
+  const at::Tensor squares = titan::train::GlobalGradSquares(params, placements, mesh)();
+  const titan::train::GradNorm n =
+      titan::train::grad_norm_of_squares(squares, flags.num("max-norm", 1.0));
+  if (world.rank() == 0)
+    ckpt::write_safetensors(
+        flags.str("output"),
+        {{"squares", squares}, {"norm", n.norm}, {"coefficient", n.coefficient}});
+  world.world_group()->barrier();
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -181,7 +234,8 @@ int main(int argc, char** argv) {
     const Flags flags(argc, argv);
     if (mode == "optim") return run_optim(flags);
     if (mode == "loss") return run_loss(flags);
-    std::cerr << "usage: titan_optim_harness optim|loss --input IN --output OUT [...]\n";
+    if (mode == "grad-norm") return run_grad_norm(flags);
+    std::cerr << "usage: titan_optim_harness optim|loss|grad-norm --input IN --output OUT [...]\n";
     return 2;
   } catch (const std::exception& e) {
     std::cerr << "error: " << e.what() << "\n";

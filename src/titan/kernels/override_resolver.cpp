@@ -136,7 +136,7 @@ bool module_path_matches(const std::string& glob, const std::string& path) {
   return fnmatch(glob.c_str(), path.c_str(), 0) == 0;
 }
 
-OverrideResolver::OverrideResolver() : registry_(&kernel_registry()) {}
+OverrideResolver::OverrideResolver() : registry_(&kernel_registry()) { settings_.defaults = false; }
 
 OverrideResolver::OverrideResolver(OverrideSettings settings, const KernelRegistry& registry)
     : registry_(&registry), settings_(std::move(settings)) {
@@ -173,8 +173,11 @@ const Implementation& OverrideResolver::resolve_unchecked(Op op, const std::stri
     }
     claimed_by = static_cast<int>(i);
   }
-  const Implementation* chosen = &registry_->get(op, "reference");
+  const Implementation* chosen =
+      settings_.defaults ? &registry_->default_for(op, settings_.device, settings_.dtype)
+                         : &registry_->get(op, "reference");
   if (claimed_by >= 0) {
+    chosen = &registry_->get(op, "reference");
     const OverrideEntry& entry = entries_[claimed_by];
     ++matches_[claimed_by];
     const Implementation& impl = registry_->get(op, entry.implementation);
@@ -194,7 +197,7 @@ const Implementation& OverrideResolver::resolve_unchecked(Op op, const std::stri
       }
     }
   }
-  choices_.push_back({op, path, chosen->name});
+  choices_.push_back({op, path, chosen->name, claimed_by >= 0});
   return *chosen;
 }
 
@@ -219,7 +222,7 @@ std::vector<std::string> OverrideResolver::summary(bool include_reference) const
   // Grouped by op (in op order), then implementation, keeping the paths in model order.
   std::map<std::pair<int, std::string>, std::vector<std::string>> groups;
   for (const OverrideChoice& c : choices_) {
-    if (!include_reference && c.implementation == "reference") continue;
+    if (!include_reference && (c.implementation == "reference" || !c.claimed)) continue;
     groups[{static_cast<int>(c.op), c.implementation}].push_back(c.path);
   }
   std::vector<std::string> lines;

@@ -5,8 +5,10 @@
 // An entry is "OP=IMPL" (every call site of OP) or "OP=IMPL@GLOB": the call sites whose module
 // path matches GLOB, where '*' matches any characters, dots included ("layers.1.*" matches
 // "layers.1.attention_norm" and "layers.1.moe", not "layers.10.moe"). Call sites no entry
-// claims use `reference`. A model resolves each call site once, while it is built, and keeps
-// the function pointer: nothing is looked up per call.
+// claims use the op's default for the run's device and dtype (KernelRegistry::default_for):
+// `reference`, except where a built-in kernel is the default (cross_entropy on the CPU). A
+// model resolves each call site once, while it is built, and keeps the function pointer:
+// nothing is looked up per call.
 //
 // Errors (titan::Error, naming the entry): an unknown op or implementation (listing the known
 // ones), two entries of the same op claiming one call site, an entry that matches no call site
@@ -46,6 +48,7 @@ struct OverrideSettings {
   bool fallback = false;              // override.fallback
   at::DeviceType device = at::kCPU;   // where the model computes
   at::ScalarType dtype = at::kFloat;  // the activations' (compute) dtype
+  bool defaults = true;  // unclaimed call sites use the op's default (false: reference)
 };
 
 // One decision: op `op` at module `path` uses `implementation`.
@@ -53,11 +56,12 @@ struct OverrideChoice {
   Op op;
   std::string path;
   std::string implementation;
+  bool claimed = false;  // by an override.imports entry (else the op's default)
 };
 
 class OverrideResolver {
  public:
-  // No entries: reference everywhere.
+  // No entries and no defaults: reference everywhere.
   OverrideResolver();
   // Parses every entry and checks that its implementation is registered.
   explicit OverrideResolver(OverrideSettings settings,
@@ -77,7 +81,8 @@ class OverrideResolver {
   const std::vector<OverrideChoice>& choices() const { return choices_; }
   // One line per (op, implementation): "moe_experts: layers.1.moe, layers.3.moe -> fused";
   // three or more numbered siblings are written as a range, "layers.{0..27}.ffn_norm". Only
-  // overridden call sites unless `include_reference`.
+  // the call sites an entry claimed for an implementation other than reference unless
+  // `include_reference` (then every call site, defaults included).
   std::vector<std::string> summary(bool include_reference) const;
 
  private:

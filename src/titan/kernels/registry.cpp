@@ -78,6 +78,13 @@ void KernelRegistry::check_new(const Implementation& impl) const {
   }
 }
 
+const Implementation& KernelRegistry::default_for(Op op, at::DeviceType device,
+                                                  at::ScalarType dtype) const {
+  for (const Implementation& impl : by_op_[static_cast<size_t>(op)])
+    if (impl.is_default(device, dtype)) return impl;
+  return get(op, "reference");
+}
+
 bool KernelRegistry::has(Op op, const std::string& name) const {
   for (const Implementation& impl : by_op_[static_cast<size_t>(op)])
     if (impl.name == name) return true;

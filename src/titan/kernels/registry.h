@@ -19,10 +19,17 @@ struct Implementation {
   std::string description;  // one line, for listings
   OpFunction fn;
   SupportsFn supports_fn = nullptr;  // nullptr: every device and dtype
+  // Where this is the op's default, what the call sites no override.imports entry claims use
+  // (nullptr: nowhere; reference is the default where no implementation is). Only built-in
+  // kernels that beat reference there are defaults.
+  SupportsFn default_fn = nullptr;
 
   Op op() const { return op_of(fn); }
   bool supports(at::DeviceType device, at::ScalarType dtype) const {
     return supports_fn == nullptr || supports_fn(device, dtype);
+  }
+  bool is_default(at::DeviceType device, at::ScalarType dtype) const {
+    return default_fn != nullptr && default_fn(device, dtype) && supports(device, dtype);
   }
 };
 
@@ -42,6 +49,9 @@ class KernelRegistry {
   bool has(Op op, const std::string& name) const;
   // Names of the op's implementations, in registration order (reference first).
   std::vector<std::string> names(Op op) const;
+  // The op's default for activations of `dtype` on `device`: the first implementation that is
+  // the default there, else reference.
+  const Implementation& default_for(Op op, at::DeviceType device, at::ScalarType dtype) const;
 
   // dlopens `path` (kept open for the life of the registry), checks its ABI and torch versions
   // and lets it register its implementations. A library already loaded is not loaded again.

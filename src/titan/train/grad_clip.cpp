@@ -1,43 +1,94 @@
 #include "titan/train/grad_clip.h"
 
+#include <ATen/Parallel.h>
 #include <ATen/core/grad_mode.h>
+#include <ATen/record_function.h>
 
+#include <algorithm>
 #include <map>
 #include <string>
 #include <utility>
 
+#include "titan/kernels/cpu/vector_math.h"
+
 namespace titan::train {
 namespace {
 
-// Defined gradients grouped by (device, dtype), first-seen order inside each group.
-std::map<std::pair<std::string, int>, std::vector<at::Tensor>> grads_by_device_and_dtype(
-    const std::vector<at::Tensor>& params) {
-  std::map<std::pair<std::string, int>, std::vector<at::Tensor>> groups;
-  for (const at::Tensor& p : params) {
-    const at::Tensor& g = p.grad();
-    if (g.defined()) groups[{g.device().str(), static_cast<int>(g.scalar_type())}].push_back(g);
-  }
+using Groups = std::map<std::pair<std::string, int>, std::vector<at::Tensor>>;
+
+// Tensors grouped by (device, dtype), first-seen order inside each group.
+Groups by_device_and_dtype(const std::vector<at::Tensor>& tensors) {
+  Groups groups;
+  for (const at::Tensor& t : tensors)
+    groups[{t.device().str(), static_cast<int>(t.scalar_type())}].push_back(t);
   return groups;
 }
 
-at::Device first_grad_device(const std::vector<at::Tensor>& params) {
-  for (const at::Tensor& p : params)
-    if (p.grad().defined()) return p.grad().device();
-  return at::kCPU;
+bool has_cpu_kernel(const at::Tensor& t) {
+  return t.is_cpu() && (t.scalar_type() == at::kFloat || t.scalar_type() == at::kBFloat16);
+}
+
+// The exact sum of squares of float32 / bfloat16 CPU tensors: every block of kSquaresBlock
+// entries of every tensor is one task of a single parallel loop; the blocks' float64 partial
+// sums are then added per tensor in block order, and the tensors' sums in list order.
+double cpu_sum_of_squares(const std::vector<at::Tensor>& tensors) {
+  RECORD_FUNCTION("titan::sum_of_squares", std::vector<c10::IValue>());
+  std::vector<at::Tensor> flat;
+  std::vector<int64_t> first_block{0};  // tensor i has blocks [first_block[i], first_block[i+1])
+  for (const at::Tensor& t : tensors) {
+    flat.push_back(t.contiguous());
+    first_block.push_back(first_block.back() + (t.numel() + kSquaresBlock - 1) / kSquaresBlock);
+  }
+  std::vector<double> partial(static_cast<size_t>(first_block.back()));
+  at::parallel_for(0, first_block.back(), 16, [&](int64_t begin, int64_t end) {
+    size_t t = static_cast<size_t>(std::upper_bound(first_block.begin(), first_block.end(), begin) -
+                                   first_block.begin() - 1);
+    for (int64_t b = begin; b < end; ++b) {
+      while (b >= first_block[t + 1]) ++t;
+      const at::Tensor& x = flat[t];
+      const int64_t offset = (b - first_block[t]) * kSquaresBlock;
+      const int64_t n = std::min(kSquaresBlock, x.numel() - offset);
+      partial[b] = x.scalar_type() == at::kFloat
+                       ? kernels::cpu::vec::sum_squares_f64(x.const_data_ptr<float>() + offset, n)
+                       : kernels::cpu::vec::sum_squares_f64(
+                             static_cast<const uint16_t*>(x.const_data_ptr()) + offset, n);
+    }
+  });
+  double total = 0.0;
+  for (size_t t = 0; t < flat.size(); ++t) {
+    double sum = 0.0;
+    for (int64_t b = first_block[t]; b < first_block[t + 1]; ++b) sum += partial[b];
+    total += sum;
+  }
+  return total;
 }
 
 }  // namespace
 
-at::Tensor total_grad_squares(const std::vector<at::Tensor>& params) {
+at::Tensor sum_of_squares(const std::vector<at::Tensor>& tensors) {
   at::NoGradGuard no_grad;
-  const auto groups = grads_by_device_and_dtype(params);
-  if (groups.empty()) return at::zeros({}, at::kDouble);
-  const at::Device device = first_grad_device(params);
-  std::vector<at::Tensor> norms;
-  for (const auto& [key, grads] : groups)
-    for (at::Tensor& n : at::_foreach_norm(grads, 2, at::kDouble)) norms.push_back(n.to(device));
-  const at::Tensor norms64 = at::stack(norms);
-  return (norms64 * norms64).sum();
+  if (tensors.empty()) return at::zeros({}, at::kDouble);
+  const at::Device device = tensors.front().device();
+  std::vector<at::Tensor> on_cpu, others;
+  for (const at::Tensor& t : tensors) (has_cpu_kernel(t) ? on_cpu : others).push_back(t);
+  std::vector<at::Tensor> parts;
+  if (!on_cpu.empty())
+    parts.push_back(at::scalar_tensor(cpu_sum_of_squares(on_cpu), at::kDouble).to(device));
+  for (const auto& [key, group] : by_device_and_dtype(others))
+    for (const at::Tensor& n : at::_foreach_norm(group, 2, at::kDouble))
+      parts.push_back((n * n).to(device));
+  return parts.size() == 1 ? parts.front().reshape({}) : at::stack(parts).sum();
+}
+
+std::vector<at::Tensor> defined_grads(const std::vector<at::Tensor>& params) {
+  std::vector<at::Tensor> grads;
+  for (const at::Tensor& p : params)
+    if (p.grad().defined()) grads.push_back(p.grad());
+  return grads;
+}
+
+at::Tensor total_grad_squares(const std::vector<at::Tensor>& params) {
+  return sum_of_squares(defined_grads(params));
 }
 
 at::Tensor total_grad_norm(const std::vector<at::Tensor>& params) {
@@ -52,12 +103,29 @@ at::Tensor clip_coefficient(double max_norm, const at::Tensor& total_norm) {
   return at::clamp((total_norm + 1e-6).reciprocal() * max_norm, std::nullopt, 1.0);
 }
 
-void scale_grads(const std::vector<at::Tensor>& params, const at::Tensor& coef) {
-  for (auto& [key, grads] : grads_by_device_and_dtype(params))
-    at::_foreach_mul_(grads, coef.to(grads.front().device()));
+}  // namespace
+
+GradNorm grad_norm(const std::vector<at::Tensor>& params, double max_norm,
+                   const ReduceSquares& reduce_squares) {
+  at::NoGradGuard no_grad;
+  at::Tensor squares = total_grad_squares(params).reshape({1});
+  if (reduce_squares) reduce_squares(squares);
+  return grad_norm_of_squares(squares, max_norm);
 }
 
-}  // namespace
+GradNorm grad_norm_of_squares(const at::Tensor& squares, double max_norm) {
+  at::NoGradGuard no_grad;
+  GradNorm out;
+  out.norm = squares.sqrt().reshape({}).to(at::kFloat);
+  out.coefficient = max_norm > 0 ? clip_coefficient(max_norm, out.norm) : at::ones_like(out.norm);
+  return out;
+}
+
+void scale_grads(const std::vector<at::Tensor>& params, const at::Tensor& coefficient) {
+  at::NoGradGuard no_grad;
+  for (auto& [key, grads] : by_device_and_dtype(defined_grads(params)))
+    at::_foreach_mul_(grads, coefficient.to(grads.front().device()));
+}
 
 void clip_grads_with_norm(const std::vector<at::Tensor>& params, double max_norm,
                           const at::Tensor& total_norm) {
@@ -66,24 +134,14 @@ void clip_grads_with_norm(const std::vector<at::Tensor>& params, double max_norm
 }
 
 double clip_grad_norm(const std::vector<at::Tensor>& params, double max_norm,
-                      const std::function<void(at::Tensor&)>& reduce_squares) {
-  at::NoGradGuard no_grad;
-  at::Tensor squares = total_grad_squares(params).reshape({1});
-  if (reduce_squares) reduce_squares(squares);
-  return clip_grad_norm_with_squares(params, max_norm, squares);
-}
-
-double clip_grad_norm_with_squares(const std::vector<at::Tensor>& params, double max_norm,
-                                   const at::Tensor& global_squares) {
-  at::NoGradGuard no_grad;
-  const at::Tensor norm = global_squares.sqrt().reshape({}).to(at::kFloat);
-  if (max_norm <= 0) return norm.item<double>();
-  const at::Tensor coef = clip_coefficient(max_norm, norm);
+                      const ReduceSquares& reduce_squares) {
+  const GradNorm n = grad_norm(params, max_norm, reduce_squares);
   // One host read for both; the caller logs the norm anyway. Scaling by a coefficient of
   // exactly 1 changes nothing, so that pass is skipped.
-  const at::Tensor both = at::stack({norm, coef}).to(at::kCPU, at::kDouble);
-  if (both[1].item<double>() < 1.0) scale_grads(params, coef);
-  return both[0].item<double>();
+  const at::Tensor both = at::stack({n.norm, n.coefficient}).to(at::kCPU, at::kDouble);
+  const double* values = both.const_data_ptr<double>();
+  if (values[1] < 1.0) scale_grads(params, n.coefficient);
+  return values[0];
 }
 
 }  // namespace titan::train

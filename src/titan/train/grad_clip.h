@@ -1,12 +1,17 @@
 // Gradient clipping by the global L2 norm, as torch.nn.utils.clip_grad_norm_ (foreach path):
-// per-tensor norms with one _foreach_norm per (device, dtype), the norm of those norms, then
-// every gradient scaled by max_norm / (norm + 1e-6) when that is below 1, the coefficient
-// computed from the float32 norm with torch's ops (torch.nn.utils.clip_grads_with_norm_).
+// the global norm of every gradient, then every gradient scaled with one _foreach_mul_ by
+// max_norm / (norm + 1e-6) when that is below 1, the coefficient computed from the float32
+// norm with torch's ops (torch.nn.utils.clip_grads_with_norm_).
 //
-// One difference: the norms accumulate in float64. torch's float32 reduction on the CPU loses
-// precision on large tensors (1.9% on a 39M-entry gradient whose rows differ in scale), and a
-// norm that depends on how the gradients are sharded would make runs of different data-parallel
-// layouts disagree.
+// One difference: the sum of squares is exact to float64 rounding. torch's float32 reduction on
+// the CPU loses precision on large tensors (1.9% on a 39M-entry gradient whose rows differ in
+// scale), and a norm that depends on how the gradients are sharded would make runs of different
+// data-parallel layouts disagree. On the CPU each tensor is summed in fixed blocks of
+// kSquaresBlock entries, every square and every block's partial sum in float64 (a float32 value
+// squares exactly in float64), the blocks and then the tensors added in a fixed order; one pass
+// over all the tensors, with no float64 copy of any of them. On other devices the per-tensor
+// norms come from one _foreach_norm per (device, dtype) in float64. The result does not depend
+// on the thread count; docs/distributed.md says why the layouts agree.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -16,25 +21,50 @@
 
 namespace titan::train {
 
-// The sum of squares of every entry of the defined gradients of `params`, a float64 scalar on
-// the first gradient's device (0 when there is none). No host synchronisation.
+// Entries per block of the CPU sum of squares.
+inline constexpr int64_t kSquaresBlock = 4096;
+
+// The sum of the squares of every entry of `tensors` (float32 or bfloat16; others are summed
+// through _foreach_norm), a float64 scalar on the first tensor's device (0 when there is
+// none). No host synchronisation. This is a rank's local part: sharded gradients add theirs
+// over their process groups (the caller's reduction) before the square root.
+at::Tensor sum_of_squares(const std::vector<at::Tensor>& tensors);
+// The defined gradients of `params`, in order.
+std::vector<at::Tensor> defined_grads(const std::vector<at::Tensor>& params);
+// sum_of_squares of the defined gradients of `params`.
 at::Tensor total_grad_squares(const std::vector<at::Tensor>& params);
 // Its square root as a float32 scalar: the global L2 norm.
 at::Tensor total_grad_norm(const std::vector<at::Tensor>& params);
+
+// How the local float64 sum of squares (a one-element tensor) becomes the global one, in place;
+// null: it already is (one process, or replicas holding equal gradients).
+using ReduceSquares = std::function<void(at::Tensor&)>;
+
+// The norm of a step and what to scale the gradients by, both float32 scalars on the
+// gradients' device: coefficient = min(1, max_norm / (norm + 1e-6)), or 1 when max_norm <= 0
+// (measure only). Computed without a host synchronisation.
+struct GradNorm {
+  at::Tensor norm;
+  at::Tensor coefficient;
+};
+GradNorm grad_norm(const std::vector<at::Tensor>& params, double max_norm,
+                   const ReduceSquares& reduce_squares = nullptr);
+// The same from the global sum of squares already computed (a float64 tensor of one entry, e.g.
+// grad_norm.h's, which sums each placement's squares over its own process groups).
+GradNorm grad_norm_of_squares(const at::Tensor& squares, double max_norm);
+
+// Scales the gradients in place by `coefficient` (a float32 scalar tensor), one _foreach_mul_
+// per (device, dtype).
+void scale_grads(const std::vector<at::Tensor>& params, const at::Tensor& coefficient);
 
 // Scales the gradients in place by min(1, max_norm / (total_norm + 1e-6)). `total_norm` may
 // come from total_grad_norm or be combined across ranks (sqrt of the all-reduced squares).
 void clip_grads_with_norm(const std::vector<at::Tensor>& params, double max_norm,
                           const at::Tensor& total_norm);
 
-// Both of the above; returns the norm before clipping. max_norm <= 0 only measures. With
-// `reduce_squares`, the local sum of squares (float64) is combined across ranks by it (in
-// place) before the square root: the global norm of gradients sharded over ranks.
+// grad_norm, one host read, then scale_grads when the coefficient is below 1; returns the norm
+// before clipping. max_norm <= 0 only measures.
 double clip_grad_norm(const std::vector<at::Tensor>& params, double max_norm,
-                      const std::function<void(at::Tensor&)>& reduce_squares = nullptr);
-// The same from the global sum of squares already computed (a float64 tensor of one entry, e.g.
-// grad_norm.h's, which sums each placement's squares over its own groups).
-double clip_grad_norm_with_squares(const std::vector<at::Tensor>& params, double max_norm,
-                                   const at::Tensor& global_squares);
+                      const ReduceSquares& reduce_squares = nullptr);
 
 }  // namespace titan::train

@@ -28,7 +28,8 @@ at::Tensor divide_by_count(const at::Tensor& sum, const at::Tensor& labels, int6
 }
 
 // Shapes and label range, checked once here for every implementation: one host check instead
-// of an opaque gather error (or a device assert on CUDA).
+// of an opaque gather error (or a device assert on CUDA). Labels on the host are checked there,
+// which keeps the check from waiting for the device.
 void check_head_inputs(const at::Tensor& hidden, const at::Tensor& weight, const at::Tensor& y,
                        int64_t ignore_index) {
   TITAN_CHECK(weight.dim() == 2 && weight.size(1) == hidden.size(-1),
@@ -58,7 +59,7 @@ at::Tensor CausalLmLoss::sum(const at::Tensor& hidden, const at::Tensor& labels)
       ((labels != kIgnoreIndex) & ((labels < 0) | (labels >= vocab))).any().item<bool>();
   TITAN_CHECK(!out_of_range, "loss: a label is outside [0, ", vocab,
               ") and is not the ignore index ", kIgnoreIndex);
-  return parallel(hidden, model_.output_weight(), labels, kIgnoreIndex);
+  return parallel(hidden, model_.output_weight(), labels.to(hidden.device()), kIgnoreIndex);
 }
 
 at::Tensor valid_token_count(const at::Tensor& labels, int64_t ignore_index) {
@@ -87,7 +88,8 @@ at::Tensor linear_cross_entropy_sum(const at::Tensor& hidden, const at::Tensor& 
   const at::Tensor y = flat_labels(hidden, labels, "hidden");
   check_head_inputs(hidden, weight, y, ignore_index);
   if (cross_entropy == nullptr) cross_entropy = &kernels::reference::cross_entropy;
-  return cross_entropy(hidden.reshape({-1, hidden.size(-1)}), weight, y, ignore_index);
+  return cross_entropy(hidden.reshape({-1, hidden.size(-1)}), weight, y.to(hidden.device()),
+                       ignore_index);
 }
 
 at::Tensor linear_cross_entropy_sum_chunked(const at::Tensor& hidden, const at::Tensor& weight,
@@ -96,7 +98,8 @@ at::Tensor linear_cross_entropy_sum_chunked(const at::Tensor& hidden, const at::
   const at::Tensor y = flat_labels(hidden, labels, "hidden");
   check_head_inputs(hidden, weight, y, ignore_index);
   return kernels::reference::linear_cross_entropy_sum(hidden.reshape({-1, hidden.size(-1)}), weight,
-                                                      y, ignore_index, chunk_rows);
+                                                      y.to(hidden.device()), ignore_index,
+                                                      chunk_rows);
 }
 
 at::Tensor linear_cross_entropy_loss_chunked(const at::Tensor& hidden, const at::Tensor& weight,

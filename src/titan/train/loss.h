@@ -29,7 +29,9 @@ class CausalLmLoss {
   CausalLmLoss(models::Model& model, kernels::OverrideResolver* overrides);
 
   // Summed cross-entropy of hidden [B, S, H] (or [N, H]) against labels [B, S] (or [N]), with
-  // the model's head. Labels outside the vocabulary (other than -100) are a titan::Error.
+  // the model's head. Labels outside the vocabulary (other than -100) are a titan::Error. The
+  // labels may be on the CPU with hidden on a device: they are checked there and then moved
+  // (the trainer does this, so that the check does not synchronise with the device).
   at::Tensor sum(const at::Tensor& hidden, const at::Tensor& labels) const;
 
  private:
@@ -48,7 +50,7 @@ at::Tensor cross_entropy_loss(const at::Tensor& logits, const at::Tensor& labels
 
 // cross_entropy_sum(hidden @ weight^T, labels) through `cross_entropy` (an implementation of the
 // op; reference when null), after checking shapes and label range: hidden [N, H] or [B, S, H],
-// weight [V, H].
+// weight [V, H], labels on hidden's device or on the CPU.
 at::Tensor linear_cross_entropy_sum(const at::Tensor& hidden, const at::Tensor& weight,
                                     const at::Tensor& labels,
                                     kernels::CrossEntropyFn cross_entropy = nullptr,

@@ -340,49 +340,72 @@ class Trainer {
     return t.item<double>();
   }
 
-  double max_over_dp(double value) {
-    if (dp_size() == 1) return value;
-    at::Tensor t = at::tensor({value}, at::TensorOptions(precision_.device).dtype(at::kDouble));
-    parallel_->mesh()["dp"].all_reduce(t, distributed::ReduceOp::kMax);
-    return t.item<double>();
+  // Sums (or takes the max) over the data-parallel ranks in place, leaving the result on the
+  // device (no host synchronisation; nothing to do on one process).
+  at::Tensor sum_over_dp_on_device(at::Tensor t) {
+    if (dp_size() > 1) parallel_->mesh()["dp"].all_reduce(t);
+    return t;
+  }
+  at::Tensor max_over_dp_on_device(at::Tensor t) {
+    if (dp_size() > 1) parallel_->mesh()["dp"].all_reduce(t, distributed::ReduceOp::kMax);
+    return t;
   }
 
   // loss = summed cross-entropy over the step's valid tokens / their number, accumulated over
   // micro-batches so that accumulation gives the same gradient as one big batch.
+  //
+  // Nothing here waits for the device until the step's one host read, after the gradient norm:
+  // the loss, the token count, the norm and the clip coefficient are read together, for the
+  // log line and for the decision to update or skip. The labels stay on the host for the loss,
+  // which checks their range there (a check on the device would be a synchronisation).
   StepResult train_step(int64_t step) {
     std::vector<data::Batch> batches;
     int64_t local_tokens = 0;
     for (int64_t i = 0; i < micro_batches_; ++i) {
       batches.push_back(loader_->next());
-      local_tokens += count_valid_tokens(batches.back().labels);
+      local_tokens += count_valid_tokens(batches.back().labels);  // host tensors: no sync
     }
+    const auto f64 = at::TensorOptions(precision_.device).dtype(at::kDouble);
     // The loss is the summed token loss of the whole global batch over its global count.
-    const double valid_tokens = sum_over_dp(static_cast<double>(local_tokens));
-    TITAN_CHECK(valid_tokens > 0, "step ", step, " has no valid label tokens");
+    const at::Tensor valid_tokens =
+        sum_over_dp_on_device(at::full({1}, static_cast<double>(local_tokens), f64));
+    const at::Tensor divisor = valid_tokens.reshape({}).to(at::kFloat);
     // Auxiliary losses are means over a rank's tokens: their gradients are averaged (over the
     // tp ranks too, which route different tokens of the MoE layers).
     const double extra_scale =
         static_cast<double>(micro_batches_ * dp_size() * parallel_->degree("tp"));
     distributed::DataParallel* dp = parallel_->data_parallel_wrapper();
-    StepResult result;
+    at::Tensor loss_sum = at::zeros({1}, f64);
     for (size_t i = 0; i < batches.size(); ++i) {
       if (dp) dp->set_gradient_sync(i + 1 == batches.size());
       const at::Tensor inputs = batches[i].inputs.to(precision_.device);
-      const at::Tensor labels = batches[i].labels.to(precision_.device);
       const models::ModelOutput out =
           model_->forward_packed(inputs, packed_documents(batches[i], precision_.device));
-      at::Tensor loss = loss_->sum(out.hidden, labels) / valid_tokens;
+      at::Tensor loss = loss_->sum(out.hidden, batches[i].labels) / divisor;
       if (out.extra_loss.defined()) loss = loss + out.extra_loss / extra_scale;
       if (step == cfg_.debug.inject_nonfinite_at_step)
         loss = loss * std::numeric_limits<double>::quiet_NaN();
       loss.backward();
       if (dp) dp->finish_backward();
       if (i + 1 == batches.size()) parallel_->sum_partial_gradients(optimizer_->params());
-      result.loss += loss.item<double>();
+      loss_sum.add_(loss.detach().to(at::kDouble));
     }
     // torchtitan's global_max_loss: each rank's loss over its own tokens, the largest of them.
-    result.max_loss = max_over_dp(local_tokens > 0 ? result.loss * valid_tokens / local_tokens : 0);
-    result.loss = sum_over_dp(result.loss);
+    at::Tensor max_loss = local_tokens > 0
+                              ? loss_sum * (valid_tokens / static_cast<double>(local_tokens))
+                              : at::zeros({1}, f64);
+    max_over_dp_on_device(max_loss);
+    sum_over_dp_on_device(loss_sum);
+    const GradNorm norm = grad_norm_of_squares((*grad_squares_)(), cfg_.training.max_norm);
+    // The step's one host read.
+    const at::Tensor host = at::cat({loss_sum, valid_tokens, norm.norm.to(at::kDouble).reshape({1}),
+                                     norm.coefficient.to(at::kDouble).reshape({1}), max_loss})
+                                .to(at::kCPU);
+    const double* values = host.const_data_ptr<double>();
+    TITAN_CHECK(values[1] > 0, "step ", step, " has no valid label tokens");
+    StepResult result;
+    result.loss = values[0];
+    result.max_loss = values[4];
     result.lr = scheduler_->lr_at(step - 1);
     const char* nonfinite = nullptr;  // what was not finite, if anything, and its value
     double value = 0;
@@ -390,8 +413,7 @@ class Trainer {
       nonfinite = "loss";
       value = result.loss;
     } else {
-      result.grad_norm =
-          clip_grad_norm_with_squares(params_, cfg_.training.max_norm, (*grad_squares_)());
+      result.grad_norm = values[2];
       if (!std::isfinite(result.grad_norm)) {
         nonfinite = "gradient norm";
         value = result.grad_norm;
@@ -413,6 +435,8 @@ class Trainer {
       end_step(step);
       return result;
     }
+    // Scaling by a coefficient of exactly 1 changes nothing, so that pass is skipped.
+    if (values[3] < 1.0) scale_grads(params_, norm.coefficient);
     optimizer_->step(result.lr);
     optimizer_->zero_grad();
     end_step(step);

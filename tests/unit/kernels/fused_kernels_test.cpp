@@ -185,6 +185,23 @@ TEST_P(FusedKernels, RmsNormEqualsReference) {
   check_rms_norm({2, 4, 9, 64}, false, device());
 }
 
+TEST_P(FusedKernels, CrossEntropyEqualsReference) {
+  at::manual_seed(5);
+  const auto on = at::TensorOptions().device(device());
+  const at::Tensor hidden = at::randn({37, 64}, on);
+  const at::Tensor weight = at::randn({1000, 64}, on) * 0.1;
+  at::Tensor labels = at::randint(0, 1000, {37}, on.dtype(at::kLong));
+  labels.narrow(0, 0, 5).fill_(-100);  // ignored positions
+  auto with = [labels](CrossEntropyFn fn) {
+    return [fn, labels](const std::vector<at::Tensor>& in) -> Outputs {
+      return {fn(in[0], in[1], labels, -100)};
+    };
+  };
+  expect_matches_reference(with(implementation<Op::kCrossEntropy>("fused")),
+                           with(&reference::cross_entropy), {hidden, weight}, {true, false},
+                           "cross_entropy");
+}
+
 TEST_P(FusedKernels, MoeExpertsRejectsMismatchedWeights) {
   const auto on = at::TensorOptions().device(device());
   Routing r;
@@ -201,7 +218,7 @@ INSTANTIATE_TEST_SUITE_P(Devices, FusedKernels, ::testing::Values(at::kCPU, at::
                            return std::string(info.param == at::kCPU ? "cpu" : "cuda");
                          });
 
-// ---- CUDA-only kernels (rope, swiglu, cross_entropy) ----------------------------------------
+// ---- CUDA-only kernels (rope, swiglu) ----------------------------------------------------
 
 class FusedCudaKernels : public FusedKernels {};
 
@@ -242,23 +259,6 @@ TEST_P(FusedCudaKernels, SwigluEqualsReference) {
                            {x, gate, up, down}, {true, false, false, false}, "swiglu");
 }
 
-TEST_P(FusedCudaKernels, CrossEntropyEqualsReference) {
-  at::manual_seed(5);
-  const auto on = at::TensorOptions().device(device());
-  const at::Tensor hidden = at::randn({37, 64}, on);
-  const at::Tensor weight = at::randn({1000, 64}, on) * 0.1;
-  at::Tensor labels = at::randint(0, 1000, {37}, on.dtype(at::kLong));
-  labels.narrow(0, 0, 5).fill_(-100);  // ignored positions
-  auto with = [labels](CrossEntropyFn fn) {
-    return [fn, labels](const std::vector<at::Tensor>& in) -> Outputs {
-      return {fn(in[0], in[1], labels, -100)};
-    };
-  };
-  expect_matches_reference(with(implementation<Op::kCrossEntropy>("fused")),
-                           with(&reference::cross_entropy), {hidden, weight}, {true, false},
-                           "cross_entropy");
-}
-
 INSTANTIATE_TEST_SUITE_P(Devices, FusedCudaKernels, ::testing::Values(at::kCUDA),
                          [](const auto&) { return std::string("cuda"); });
 
@@ -266,11 +266,11 @@ INSTANTIATE_TEST_SUITE_P(Devices, FusedCudaKernels, ::testing::Values(at::kCUDA)
 
 TEST(FusedKernelRegistration, SupportsWhatItImplements) {
   const KernelRegistry& registry = kernel_registry();
-  for (Op op : {Op::kRmsNorm, Op::kMoeExperts}) {
+  for (Op op : {Op::kRmsNorm, Op::kMoeExperts, Op::kCrossEntropy}) {
     EXPECT_TRUE(registry.get(op, "fused").supports(at::kCPU, at::kFloat)) << op_name(op);
     EXPECT_TRUE(registry.get(op, "fused").supports(at::kCPU, at::kBFloat16)) << op_name(op);
   }
-  for (Op op : {Op::kRope, Op::kSwiglu, Op::kCrossEntropy})
+  for (Op op : {Op::kRope, Op::kSwiglu})
     EXPECT_FALSE(registry.get(op, "fused").supports(at::kCPU, at::kFloat)) << op_name(op);
   EXPECT_FALSE(registry.has(Op::kAttention, "fused"));
   EXPECT_FALSE(registry.has(Op::kMoeRouter, "fused"));

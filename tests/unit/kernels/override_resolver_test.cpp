@@ -170,6 +170,37 @@ TEST(OverrideResolver, NoEntriesMeansReferenceEverywhere) {
   EXPECT_EQ(all[0], "moe_experts: layers.0.moe -> reference");
 }
 
+// Unclaimed call sites take the op's default for the device and dtype: the fused
+// cross-entropy on the CPU in float32 and bfloat16, reference elsewhere; an entry still picks
+// reference, and a default is not logged as an override.
+TEST(OverrideResolver, UnclaimedCallSitesTakeTheOpsDefault) {
+  auto registry = test_registry();
+  OverrideResolver cpu(settings({}), *registry);
+  EXPECT_EQ(cpu.resolve(Op::kCrossEntropy, "output").name, "fused");
+  EXPECT_EQ(cpu.resolve(Op::kRmsNorm, "norm").name, "reference");
+  EXPECT_TRUE(cpu.summary(/*include_reference=*/false).empty());
+  EXPECT_EQ(cpu.summary(/*include_reference=*/true)[0], "rms_norm: norm -> reference");
+  EXPECT_EQ(cpu.summary(/*include_reference=*/true)[1], "cross_entropy: output -> fused");
+
+  OverrideResolver bf16(settings({}, false, at::kBFloat16), *registry);
+  EXPECT_EQ(bf16.resolve(Op::kCrossEntropy, "output").name, "fused");
+  OverrideResolver half(settings({}, false, at::kHalf), *registry);
+  EXPECT_EQ(half.resolve(Op::kCrossEntropy, "output").name, "reference");
+  OverrideSettings on_cuda = settings({});
+  on_cuda.device = at::kCUDA;
+  OverrideResolver cuda(on_cuda, *registry);
+  EXPECT_EQ(cuda.resolve(Op::kCrossEntropy, "output").name, "reference");
+
+  OverrideResolver named(settings({"cross_entropy=reference"}), *registry);
+  EXPECT_EQ(named.function<Op::kCrossEntropy>("output"), &reference::cross_entropy);
+  OverrideSettings no_defaults = settings({});
+  no_defaults.defaults = false;
+  OverrideResolver plain(no_defaults, *registry);
+  EXPECT_EQ(plain.resolve(Op::kCrossEntropy, "output").name, "reference");
+  EXPECT_EQ(registry->default_for(Op::kCrossEntropy, at::kCPU, at::kFloat).name, "fused");
+  EXPECT_EQ(registry->default_for(Op::kMoeExperts, at::kCPU, at::kFloat).name, "reference");
+}
+
 TEST(OverrideResolver, SummaryWritesNumberedSiblingsAsRanges) {
   OverrideResolver resolver;
   for (int i = 0; i < 4; ++i)

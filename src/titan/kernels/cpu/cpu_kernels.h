@@ -2,7 +2,7 @@
 // function with its own backward; loops run on ATen's intra-op thread pool (OpenMP in the torch
 // wheel) over float32 rows whose inner loops are vectorised per CPU level (vector_math.h). Every
 // result is independent of the number of threads. Checked against `reference` in
-// tests/unit/kernels/cpu_kernels_test.cpp. See docs/kernels.md.
+// tests/unit/kernels/fused_kernels_test.cpp. See docs/kernels.md.
 #pragma once
 
 #include "titan/kernels/ops.h"
@@ -17,6 +17,16 @@ at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps);
 // per token; the backward runs the same structure in reverse.
 at::Tensor moe_experts(const at::Tensor& x, const Routing& routing, const at::Tensor& gate_up,
                        const at::Tensor& down);
+
+// The cross_entropy op: per chunk of rows the logits GEMM into a buffer reused across calls,
+// one pass per row for its maximum and sum of exponentials, the loss and the logits' gradient
+// written in place, then the two gradient GEMMs (cross_entropy.cpp).
+at::Tensor cross_entropy(const at::Tensor& hidden, const at::Tensor& weight,
+                         const at::Tensor& labels, int64_t ignore_index);
+// The same with `chunk_rows` rows per chunk (0: automatic, at most 2^27 logits per chunk).
+at::Tensor cross_entropy_chunked(const at::Tensor& hidden, const at::Tensor& weight,
+                                 const at::Tensor& labels, int64_t ignore_index,
+                                 int64_t chunk_rows);
 
 // Whether these kernels take activations of `dtype` (float32 or bfloat16) on the CPU.
 bool supports(at::DeviceType device, at::ScalarType dtype);

@@ -1,6 +1,9 @@
 #include "titan/kernels/cpu/vector_math.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <limits>
 
 // One clone per x86-64 level; elsewhere (another architecture or compiler) a single version.
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(__APPLE__)
@@ -104,6 +107,91 @@ float dot(const float* a, const float* b, int64_t n) {
 }
 
 float sum_squares(const float* a, int64_t n) { return dot(a, a, n); }
+
+TITAN_VECTOR_CLONES
+MaxSumExp max_sum_exp(const float* x, int64_t n) {
+  // Per lane: the running maximum m, this block's float32 sum s of exp(x - m), and the float64
+  // sum S of the earlier blocks, relative to its own maximum M (M <= m).
+  constexpr int64_t kBlock = 64 * kLanes;
+  constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
+  float m[kLanes], s[kLanes] = {}, big_m[kLanes];
+  double big_s[kLanes] = {};
+  for (int l = 0; l < kLanes; ++l) m[l] = big_m[l] = kMinusInf;
+  // x > m: the sum so far scales by exp(m - x) and gains exp(0) = 1; otherwise it gains
+  // exp(x - m). Either way one exp, of -|x - m|.
+  auto add = [&](int l, float v) {
+    const float d = v - m[l];
+    const float e = exp_approx(d > 0 ? -d : d);
+    s[l] = d > 0 ? s[l] * e + 1.0f : s[l] + e;
+    m[l] = d > 0 ? v : m[l];
+  };
+  auto flush = [&] {
+    for (int l = 0; l < kLanes; ++l) {
+      if (s[l] == 0.0f) continue;
+      big_s[l] = (big_s[l] == 0.0 ? 0.0 : big_s[l] * std::exp(double{big_m[l]} - m[l])) + s[l];
+      big_m[l] = m[l];
+      s[l] = 0.0f;
+    }
+  };
+  int64_t j = 0;
+  while (j + kLanes <= n) {
+    const int64_t block_end = std::min(n - n % kLanes, j + kBlock);
+    for (; j < block_end; j += kLanes)
+      for (int l = 0; l < kLanes; ++l) add(l, x[j + l]);
+    flush();
+  }
+  for (int l = 0; j < n; ++j, ++l) add(l, x[j]);
+  flush();
+  float top = kMinusInf;
+  for (int l = 0; l < kLanes; ++l) top = big_m[l] > top ? big_m[l] : top;
+  double sum = 0.0;
+  for (int l = 0; l < kLanes; ++l)
+    if (big_s[l] != 0.0) sum += big_s[l] * std::exp(double{big_m[l]} - top);
+  return {top, sum};
+}
+
+TITAN_VECTOR_CLONES
+void exp_shifted(const float* x, float shift, float* out, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) out[j] = exp_approx(x[j] - shift);
+}
+
+TITAN_VECTOR_CLONES
+double sum_squares_f64(const float* x, int64_t n) {
+  constexpr int kWide = 8;
+  double lanes[kWide] = {};
+  int64_t j = 0;
+  for (; j + kWide <= n; j += kWide)
+    for (int l = 0; l < kWide; ++l) {
+      const double v = x[j + l];
+      lanes[l] += v * v;
+    }
+  for (int l = 0; j < n; ++j, ++l) {
+    const double v = x[j];
+    lanes[l] += v * v;
+  }
+  double sum = 0.0;
+  for (int l = 0; l < kWide; ++l) sum += lanes[l];
+  return sum;
+}
+
+TITAN_VECTOR_CLONES
+double sum_squares_f64(const uint16_t* bf16, int64_t n) {
+  constexpr int kWide = 8;
+  double lanes[kWide] = {};
+  int64_t j = 0;
+  for (; j + kWide <= n; j += kWide)
+    for (int l = 0; l < kWide; ++l) {
+      const double v = bits_to_float(static_cast<uint32_t>(bf16[j + l]) << 16);
+      lanes[l] += v * v;
+    }
+  for (int l = 0; j < n; ++j, ++l) {
+    const double v = bits_to_float(static_cast<uint32_t>(bf16[j]) << 16);
+    lanes[l] += v * v;
+  }
+  double sum = 0.0;
+  for (int l = 0; l < kWide; ++l) sum += lanes[l];
+  return sum;
+}
 
 TITAN_VECTOR_CLONES
 void bf16_to_float(const uint16_t* in, float* out, int64_t n) {

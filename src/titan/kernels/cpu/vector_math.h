@@ -30,6 +30,23 @@ float dot(const float* a, const float* b, int64_t n);
 // sum_j a[j] * a[j]
 float sum_squares(const float* a, int64_t n);
 
+// max_j x[j] and sum_j exp(x[j] - max) in one pass (an online softmax: each of 16 lanes keeps
+// its running maximum and rescales its sum when the maximum grows, one exp per element). The
+// float32 sums of every block of 1024 elements are added into float64 per lane, and the lanes
+// merged in a fixed order, so the sum keeps about float64 accuracy over a whole vocabulary.
+struct MaxSumExp {
+  float max;
+  double sum;
+};
+MaxSumExp max_sum_exp(const float* x, int64_t n);
+// out[j] = exp(x[j] - shift) (the softmax, given shift = logsumexp(x); out may be x)
+void exp_shifted(const float* x, float shift, float* out, int64_t n);
+
+// sum_j x[j]^2 with each square and the sum in float64 (a float32 value squares exactly in
+// float64), 8 float64 lanes combined in a fixed order.
+double sum_squares_f64(const float* x, int64_t n);
+double sum_squares_f64(const uint16_t* bf16, int64_t n);
+
 // bfloat16 <-> float32 (round to nearest even; NaN stays NaN), as c10::BFloat16 converts.
 void bf16_to_float(const uint16_t* in, float* out, int64_t n);
 void float_to_bf16(const float* in, uint16_t* out, int64_t n);

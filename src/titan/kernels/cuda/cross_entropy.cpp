@@ -2,7 +2,7 @@
 // activations' dtype, one kernel (cross_entropy.cu) that computes the rows' losses and turns
 // the logits in place into their gradient, then the two gradient GEMMs. Gradients are computed
 // in forward (the logits never outlive their chunk); backward scales them by the incoming
-// gradient. The loss stays on the device.
+// gradient, in place. The loss stays on the device.
 #include <torch/csrc/autograd/custom_function.h>
 
 #include <algorithm>
@@ -56,13 +56,15 @@ class CrossEntropyFunction : public torch::autograd::Function<CrossEntropyFuncti
     return row_loss.sum();
   }
 
+  // The saved gradients are scaled in place (they are this node's alone, and then belong to
+  // the parameters: no [vocab, hidden] copy). A second backward through the same graph finds
+  // them modified and autograd says so.
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
-    const auto saved = ctx->get_saved_variables();
+    auto saved = ctx->get_saved_variables();
     const at::Tensor& g = grad_outputs[0];
-    auto scaled = [&](const at::Tensor& grad) {
-      return grad.defined() ? grad * g.to(grad.scalar_type()) : at::Tensor();
-    };
-    return {scaled(saved[0]), scaled(saved[1]), at::Tensor(), at::Tensor()};
+    for (at::Tensor& grad : saved)
+      if (grad.defined()) grad.mul_(g.to(grad.scalar_type()));
+    return {saved[0], saved[1], at::Tensor(), at::Tensor()};
   }
 };
 

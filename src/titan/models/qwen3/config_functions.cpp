@@ -133,7 +133,7 @@ TrainerConfig default_job() {
 // The third training path: the native Qwen3-MoE with the fused kernels of kernels/cpu and
 // kernels/cuda attached through the override registry (the counterpart of a vendor recipe
 // that attaches its MoE kernels to torchtitan's Qwen3 with an override). The ops without a
-// kernel for the run's device (rope, swiglu and cross_entropy have CUDA kernels only) keep
+// kernel for the run's device (rope has a CUDA kernel only) keep
 // reference there: override.fallback, with a warning.
 void use_fused_kernels(TrainerConfig& c) {
   c.overrides.imports = {"moe_experts=fused", "rms_norm=fused", "rope=fused",

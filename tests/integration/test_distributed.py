@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, TITAN, TOKENIZER_DIR, read_metrics
+from launch import TORCHRUN, assert_close, curves, torchrun
 
-TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]
 STEPS = 5
 GLOBAL_BATCH = 4
 
@@ -27,30 +27,6 @@ def base_args(dump, corpus, config, steps=STEPS):
         "--metrics.log_freq", "1", "--training.dataset_path", corpus,
         "--model.hf_assets_path", TOKENIZER_DIR, "--job.dump_folder", dump,
     ]
-
-
-def torchrun(nproc, args, *, torchrun_args=(), check=True, timeout=400, program=None):
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    cmd = [*TORCHRUN, "--no-python", f"--nproc_per_node={nproc}", "--rdzv_backend", "c10d",
-           *(torchrun_args or ["--rdzv_endpoint=localhost:0"]), "--role", "rank", "--tee", "3",
-           str(program or TITAN), *map(str, args)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"{' '.join(cmd)} exited {proc.returncode}\n"
-                             f"stdout:\n{proc.stdout[-3000:]}\nstderr:\n{proc.stderr[-3000:]}")
-    return proc
-
-
-def curves(dump):
-    m = read_metrics(dump)
-    return [r["loss"] for r in m], [r["grad_norm"] for r in m]
-
-
-def assert_close(a, b, what, rel=1e-5):
-    assert len(a) == len(b), (what, a, b)
-    for x, y in zip(a, b):
-        assert abs(x - y) <= rel * abs(y), (what, a, b)
-
 
 # (processes, local batch, extra overrides): each takes the same 4 rows per step.
 LAYOUTS = {

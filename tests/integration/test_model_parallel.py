@@ -13,6 +13,7 @@ import torch
 from safetensors.torch import load_file
 
 from conftest import TITAN, TOKENIZER_DIR, read_metrics
+from launch import assert_close, curves, torchrun
 
 STEPS = 5
 GLOBAL_BATCH = 4
@@ -29,28 +30,6 @@ def args(dump, corpus, kind, local_batch, *extra, steps=STEPS):
             "--lr_scheduler.total_steps", STEPS, "--metrics.log_freq", "1",
             "--training.local_batch_size", local_batch, "--training.dataset_path", corpus,
             "--model.hf_assets_path", TOKENIZER_DIR, "--job.dump_folder", dump, *extra]
-
-
-def torchrun(nproc, arguments, check=True, timeout=400):
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--no-python",
-           f"--nproc_per_node={nproc}", "--rdzv_backend", "c10d", "--rdzv_endpoint=localhost:0",
-           "--role", "rank", "--tee", "3", str(TITAN), *map(str, arguments)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
-                          env=dict(os.environ, OMP_NUM_THREADS="1"))
-    if check and proc.returncode != 0:
-        raise AssertionError(f"exited {proc.returncode}\n{proc.stdout[-4000:]}\n{proc.stderr[-3000:]}")
-    return proc
-
-
-def curves(dump):
-    m = read_metrics(dump)
-    return [r["loss"] for r in m], [r["grad_norm"] for r in m]
-
-
-def assert_close(a, b, what, rel=1e-5):
-    assert len(a) == len(b), (what, a, b)
-    for x, y in zip(a, b):
-        assert abs(x - y) <= rel * abs(y), (what, a, b)
 
 
 @pytest.fixture(scope="module")

@@ -34,46 +34,56 @@ Holder& held(AutogradContext* ctx) {
   return *static_cast<Holder*>(ctx->saved_data["group"].toCapsule().get());
 }
 
-at::Tensor summed(const at::Tensor& x, Group& group) {
+at::Tensor summed(const at::Tensor& x, const Holder& h) {
   at::Tensor out = x.contiguous().clone();
-  group.all_reduce(out);
+  h.group->all_reduce(out);
   return out;
 }
 
-// Concatenation on `dim` of every member's x.
-at::Tensor gathered(const at::Tensor& x, int64_t dim, Group& group) {
-  const at::Tensor front = x.movedim(dim, 0).contiguous();
+at::Tensor identity(const at::Tensor& x, const Holder&) {
+  return x;  // returned as is: autograd hands out a view of it with this node as grad_fn
+}
+
+at::Tensor passed_on(const at::Tensor& g, const Holder&) { return g; }
+
+// Concatenation on h.dim of every member's x.
+at::Tensor gathered(const at::Tensor& x, const Holder& h) {
+  Group& group = *h.group;
+  const at::Tensor front = x.movedim(h.dim, 0).contiguous();
   std::vector<int64_t> shape = front.sizes().vec();
   shape[0] *= group.size();
   std::vector<at::Tensor> outputs{at::empty(shape, front.options())};
   std::vector<at::Tensor> inputs{front};
   group.all_gather_async(outputs, inputs).wait();
-  return outputs[0].movedim(0, dim).contiguous();
+  return outputs[0].movedim(0, h.dim).contiguous();
 }
 
-// The sum over members, this member's slice on `dim`.
-at::Tensor scattered(const at::Tensor& x, int64_t dim, Group& group) {
-  TITAN_CHECK(x.size(dim) % group.size() == 0, "reduce-scatter over group ", group.name(), ": ",
-              x.size(dim), " entries on dimension ", dim, " do not divide over ", group.size(),
+// The sum over members, this member's slice on h.dim.
+at::Tensor scattered(const at::Tensor& x, const Holder& h) {
+  Group& group = *h.group;
+  TITAN_CHECK(x.size(h.dim) % group.size() == 0, "reduce-scatter over group ", group.name(), ": ",
+              x.size(h.dim), " entries on dimension ", h.dim, " do not divide over ", group.size(),
               " ranks");
-  const at::Tensor front = x.movedim(dim, 0).contiguous();
+  const at::Tensor front = x.movedim(h.dim, 0).contiguous();
   std::vector<int64_t> shape = front.sizes().vec();
   shape[0] /= group.size();
   std::vector<at::Tensor> outputs{at::empty(shape, front.options())};
   std::vector<at::Tensor> inputs{front};
   group.reduce_scatter_async(outputs, inputs).wait();
-  return outputs[0].movedim(0, dim).contiguous();
+  return outputs[0].movedim(0, h.dim).contiguous();
 }
 
-at::Tensor own_slice(const at::Tensor& x, int64_t dim, Group& group) {
-  TITAN_CHECK(x.size(dim) % group.size() == 0, "split over group ", group.name(), ": ", x.size(dim),
-              " entries on dimension ", dim, " do not divide over ", group.size(), " ranks");
-  const int64_t part = x.size(dim) / group.size();
-  return x.narrow(dim, group.rank() * part, part).contiguous();
+at::Tensor own_slice(const at::Tensor& x, const Holder& h) {
+  Group& group = *h.group;
+  TITAN_CHECK(x.size(h.dim) % group.size() == 0, "split over group ", group.name(), ": ",
+              x.size(h.dim), " entries on dimension ", h.dim, " do not divide over ", group.size(),
+              " ranks");
+  const int64_t part = x.size(h.dim) / group.size();
+  return x.narrow(h.dim, group.rank() * part, part).contiguous();
 }
 
-at::Tensor exchanged(const at::Tensor& rows, const std::vector<int64_t>& receive,
-                     const std::vector<int64_t>& send, Group& group) {
+at::Tensor exchange(const at::Tensor& rows, const std::vector<int64_t>& receive,
+                    const std::vector<int64_t>& send, Group& group) {
   at::Tensor input = rows.contiguous();
   std::vector<int64_t> shape = input.sizes().vec();
   shape[0] = std::accumulate(receive.begin(), receive.end(), int64_t{0});
@@ -82,84 +92,36 @@ at::Tensor exchanged(const at::Tensor& rows, const std::vector<int64_t>& receive
   return output;
 }
 
-struct CopyTo : torch::autograd::Function<CopyTo> {
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, c10::IValue group) {
-    ctx->saved_data["group"] = group;
-    return x;  // returned as is: autograd hands out a view of it with this node as grad_fn
+at::Tensor exchanged(const at::Tensor& rows, const Holder& h) {
+  return exchange(rows, h.receive, h.send, *h.group);
+}
+
+// The gradients go back where their rows came from.
+at::Tensor exchanged_back(const at::Tensor& grads, const Holder& h) {
+  return exchange(grads, h.send, h.receive, *h.group);
+}
+
+// A collective and the one its backward runs, as an autograd function.
+using Collective = at::Tensor (*)(const at::Tensor&, const Holder&);
+
+template <Collective Forward, Collective Backward>
+struct Paired : torch::autograd::Function<Paired<Forward, Backward>> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, c10::IValue holder) {
+    ctx->saved_data["group"] = holder;
+    return Forward(x, *static_cast<Holder*>(holder.toCapsule().get()));
   }
   static variable_list backward(AutogradContext* ctx, variable_list g) {
-    return {summed(g[0], *held(ctx).group), at::Tensor()};
+    return {Backward(g[0], held(ctx)), at::Tensor()};
   }
 };
 
-struct SumOver : torch::autograd::Function<SumOver> {
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, c10::IValue group) {
-    ctx->saved_data["group"] = group;
-    return summed(x, *static_cast<Holder*>(group.toCapsule().get())->group);
-  }
-  static variable_list backward(AutogradContext*, variable_list g) { return {g[0], at::Tensor()}; }
-};
-
-struct GatherAlong : torch::autograd::Function<GatherAlong> {
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, c10::IValue group) {
-    ctx->saved_data["group"] = group;
-    const Holder& h = *static_cast<Holder*>(group.toCapsule().get());
-    return gathered(x, h.dim, *h.group);
-  }
-  static variable_list backward(AutogradContext* ctx, variable_list g) {
-    const Holder& h = held(ctx);
-    return {scattered(g[0], h.dim, *h.group), at::Tensor()};
-  }
-};
-
-struct ReduceScatterAlong : torch::autograd::Function<ReduceScatterAlong> {
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, c10::IValue group) {
-    ctx->saved_data["group"] = group;
-    const Holder& h = *static_cast<Holder*>(group.toCapsule().get());
-    return scattered(x, h.dim, *h.group);
-  }
-  static variable_list backward(AutogradContext* ctx, variable_list g) {
-    const Holder& h = held(ctx);
-    return {gathered(g[0], h.dim, *h.group), at::Tensor()};
-  }
-};
-
-struct SplitAlong : torch::autograd::Function<SplitAlong> {
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, c10::IValue group) {
-    ctx->saved_data["group"] = group;
-    const Holder& h = *static_cast<Holder*>(group.toCapsule().get());
-    return own_slice(x, h.dim, *h.group);
-  }
-  static variable_list backward(AutogradContext* ctx, variable_list g) {
-    const Holder& h = held(ctx);
-    return {gathered(g[0], h.dim, *h.group), at::Tensor()};
-  }
-};
-
-struct GatherSplitAlong : torch::autograd::Function<GatherSplitAlong> {
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, c10::IValue group) {
-    ctx->saved_data["group"] = group;
-    const Holder& h = *static_cast<Holder*>(group.toCapsule().get());
-    return gathered(x, h.dim, *h.group);
-  }
-  static variable_list backward(AutogradContext* ctx, variable_list g) {
-    const Holder& h = held(ctx);
-    return {own_slice(g[0], h.dim, *h.group), at::Tensor()};
-  }
-};
-
-struct AllToAllRows : torch::autograd::Function<AllToAllRows> {
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& rows, c10::IValue group) {
-    ctx->saved_data["group"] = group;
-    const Holder& h = *static_cast<Holder*>(group.toCapsule().get());
-    return exchanged(rows, h.receive, h.send, *h.group);
-  }
-  static variable_list backward(AutogradContext* ctx, variable_list g) {
-    const Holder& h = held(ctx);
-    // The gradients go back where their rows came from.
-    return {exchanged(g[0], h.send, h.receive, *h.group), at::Tensor()};
-  }
-};
+using CopyTo = Paired<identity, summed>;
+using SumOver = Paired<summed, passed_on>;
+using GatherAlong = Paired<gathered, scattered>;
+using ReduceScatterAlong = Paired<scattered, gathered>;
+using SplitAlong = Paired<own_slice, gathered>;
+using GatherSplitAlong = Paired<gathered, own_slice>;
+using AllToAllRows = Paired<exchanged, exchanged_back>;
 
 int64_t positive_dim(const at::Tensor& x, int64_t dim) { return dim < 0 ? dim + x.dim() : dim; }
 

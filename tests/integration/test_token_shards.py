@@ -92,6 +92,19 @@ def test_training_on_shards_equals_training_on_text_and_resumes(tmp_path, tokeni
     assert losses(glob) == {s: l for s, l in losses(text).items() if s <= 2}
 
 
+def test_a_folder_of_shards_is_a_dataset(tmp_path, tokenizer_dir, small_corpus):
+    """The folder titan tokenize wrote into (its .json and .bin files) reads as its shards."""
+    folder = tmp_path / "shards"
+    folder.mkdir()
+    meta_path, _ = tokenize(folder, tokenizer_dir, "corpus", small_corpus,
+                            extra=("--shard-tokens", "20000"))
+    (folder / "notes.json").write_text('{"not": "shard metadata"}')  # another JSON file
+    by_meta, by_folder = tmp_path / "meta", tmp_path / "folder"
+    run_titan(*train_args(by_meta, meta_path, tokenizer_dir, 2))
+    run_titan(*train_args(by_folder, folder, tokenizer_dir, 2))
+    assert len(losses(by_folder)) == 2 and losses(by_folder) == losses(by_meta)
+
+
 def test_damaged_shards_name_the_file(tmp_path, tokenizer_dir, texts):
     corpus = write_jsonl(tmp_path / "c.jsonl", texts)
     meta_path, meta = tokenize(tmp_path, tokenizer_dir, "c", corpus)

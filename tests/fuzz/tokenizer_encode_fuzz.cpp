@@ -5,6 +5,7 @@
 #include <utf8proc.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <string_view>
@@ -30,9 +31,13 @@ bool is_utf8(std::string_view text) {
 
 const titan::data::Tokenizer& qwen3() {
   static const titan::data::Tokenizer tokenizer = [] {
+    // Set by CTest and scripts/fuzz: a run-time path, since ccache shares objects between clones.
     const char* dir = std::getenv("TITAN_FUZZ_TOKENIZER");
-    return titan::data::Tokenizer::from_directory(
-        dir ? dir : std::string(TITAN_SOURCE_DIR) + "/assets/qwen3-tokenizer");
+    if (dir == nullptr) {
+      std::fprintf(stderr, "set TITAN_FUZZ_TOKENIZER to a folder holding Qwen3's tokenizer.json\n");
+      std::abort();
+    }
+    return titan::data::Tokenizer::from_directory(dir);
   }();
   return tokenizer;
 }

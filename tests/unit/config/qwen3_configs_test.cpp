@@ -7,6 +7,7 @@
 #include <map>
 
 #include "config_test_util.h"
+#include "source_dir.h"
 #include "titan/common/installation.h"
 #include "titan/config/config_fields.h"
 #include "titan/config/resolve.h"
@@ -214,7 +215,7 @@ TEST(Qwen3Configs, DefaultJobUsesTheLocalCorpusAndTokenizer) {
   EXPECT_TRUE(c.checkpoint.last_save_in_hf);
   EXPECT_EQ(c.metrics.log_freq, 10);
   // The assets are fetched and assembled at set-up; check them only where set-up has run.
-  const std::filesystem::path root = TITAN_SOURCE_DIR;
+  const std::filesystem::path root = ::titan::testing::source_dir();
   if (std::filesystem::exists(root / "assets/corpus")) {
     EXPECT_EQ(std::filesystem::canonical(installation_root()), std::filesystem::canonical(root));
     EXPECT_TRUE(std::filesystem::exists(c.training.dataset_path));

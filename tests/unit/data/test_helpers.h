@@ -11,12 +11,13 @@
 
 #include <unistd.h>
 
+#include "source_dir.h"
 #include "titan/data/tokenizer/tokenizer.h"
 
 namespace titan::data::testing {
 
 inline std::string tokenizer_dir() {
-  return std::string(TITAN_SOURCE_DIR) + "/assets/qwen3-tokenizer";
+  return ::titan::testing::source_dir() + "/assets/qwen3-tokenizer";
 }
 
 // Loading the 11 MB tokenizer.json takes a moment: share one instance.

@@ -240,10 +240,20 @@ std::string generation_config_text(const nlohmann::json& config) {
   return python_style_json(generation);
 }
 
+NativeTensors model_parameters(models::Model& model, const TensorLayout& layout) {
+  NativeTensors out;
+  const NamedTensors params = model.named_parameters();
+  for (const auto& [name, local] : params)
+    out.metas.emplace_back(
+        name, at::empty(layout.piece(name, local).global_shape, local.options().device(at::kMeta)));
+  out.full = [params, &layout](size_t i) { return layout.full(params[i].first, params[i].second); };
+  return out;
+}
+
 void export_hf_directory(models::Model& model, const models::ModelSpec& spec,
                          const std::string& out_dir, const std::string& export_dtype,
                          uint64_t max_shard_bytes, const std::string& tokenizer_src_dir,
-                         const TensorLayout& layout) {
+                         const TensorLayout& layout, const NativeTensors* tensors) {
   const at::ScalarType dtype = parse_export_dtype(export_dtype);
   TITAN_CHECK(!out_dir.empty(), "HF export: the output directory is empty");
   TITAN_CHECK(spec.adapter.to_hf, "HF export: model spec '", spec.name,
@@ -257,12 +267,11 @@ void export_hf_directory(models::Model& model, const models::ModelSpec& spec,
 
   // The plan, from the full shapes alone (the adapter maps meta tensors), so that a sharded
   // model is gathered one native tensor at a time, while its pieces are written.
-  const NamedTensors native = model.named_parameters();
+  const NativeTensors own = tensors ? NativeTensors{} : model_parameters(model, layout);
+  const NativeTensors& native = tensors ? *tensors : own;
   std::vector<PlannedTensor> planned;
-  for (size_t j = 0; j < native.size(); ++j) {
-    const auto& [name, local] = native[j];
-    const at::Tensor meta =
-        at::empty(layout.piece(name, local).global_shape, local.options().device(at::kMeta));
+  for (size_t j = 0; j < native.metas.size(); ++j) {
+    const auto& [name, meta] = native.metas[j];
     for (const auto& [hf_name, t] : spec.adapter.to_hf({{name, meta}})) {
       planned.push_back({{hf_name, exported_dtype(t.scalar_type(), dtype), t.sizes().vec()}, j});
     }
@@ -275,9 +284,10 @@ void export_hf_directory(models::Model& model, const models::ModelSpec& spec,
     auto hit =
         std::find_if(cache.begin(), cache.end(), [&](const auto& c) { return c.first == j; });
     if (hit == cache.end()) {
-      const at::Tensor full = layout.full(native[j].first, native[j].second);
+      const at::Tensor full = native.full(j);
       std::map<std::string, at::Tensor> pieces;
-      for (auto& [hf_name, t] : spec.adapter.to_hf({{native[j].first, full}})) pieces[hf_name] = t;
+      for (auto& [hf_name, t] : spec.adapter.to_hf({{native.metas[j].first, full}}))
+        pieces[hf_name] = t;
       if (cache.size() == 2) cache.erase(cache.begin());
       cache.emplace_back(j, std::move(pieces));
       hit = std::prev(cache.end());

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,16 @@ at::ScalarType parse_export_dtype(const std::string& name);
 std::vector<std::vector<size_t>> plan_shards(const std::vector<uint64_t>& sizes,
                                              uint64_t max_shard_bytes);
 
+// The native tensors an export writes, in order: each one's name and a meta tensor of its
+// global shape and dtype, and the whole tensor on demand. With a split layout `full` is a
+// collective: every rank asks for the same tensors in the same order.
+struct NativeTensors {
+  std::vector<std::pair<std::string, at::Tensor>> metas;
+  std::function<at::Tensor(size_t index)> full;
+};
+// The model's parameters, gathered through `layout` (what a plain export writes).
+NativeTensors model_parameters(models::Model& model, const TensorLayout& layout);
+
 // Exports the model to `out_dir`. Floating-point tensors are cast to `export_dtype`
 // (round-to-nearest-even); others are written as they are. Tokenizer files found in
 // `tokenizer_src_dir` (may be empty) are copied; its generation_config.json is copied when
@@ -37,10 +48,13 @@ std::vector<std::vector<size_t>> plan_shards(const std::vector<uint64_t>& sizes,
 //
 // With a sharded `layout` this is a collective: every rank calls it, each native tensor is
 // gathered in turn (streamed: never the whole model on one rank) and the coordinator writes.
+// `tensors`, when given, replaces the model's parameters (a LoRA export writes the base
+// weights with the adapters merged in, lora/merged_weights.h).
 void export_hf_directory(models::Model& model, const models::ModelSpec& spec,
                          const std::string& out_dir, const std::string& export_dtype,
                          uint64_t max_shard_bytes, const std::string& tokenizer_src_dir,
-                         const TensorLayout& layout = whole_tensors());
+                         const TensorLayout& layout = whole_tensors(),
+                         const NativeTensors* tensors = nullptr);
 
 // The weights + index part of the export, for a directory that already exists: shard files
 // and (when sharded) model.safetensors.index.json. `hf_tensors` are in state-dict order.

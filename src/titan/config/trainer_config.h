@@ -37,6 +37,7 @@ struct ModelConfig {
   std::vector<std::string> hf_config_overrides = {};
   std::string attn_implementation = "sdpa";
   std::string experts_implementation = "";
+  std::vector<std::string> converters = {};
   template <class V>
   void visit(V& v) {
     v("name", name,
@@ -66,6 +67,39 @@ struct ModelConfig {
     v("experts_implementation", experts_implementation,
       "model.name transformers: the MoE experts Transformers runs (grouped_mm, eager, ...; empty: "
       "its default)");
+    v("converters", converters,
+      "what changes the model after it is built (torchtitan's model converters): lora (low-rank "
+      "adapters on frozen weights, the lora section)");
+  }
+};
+
+// LoRA and QLoRA (docs/lora.md), on when model.converters holds "lora".
+struct LoraConfig {
+  int64_t rank = 8;
+  double alpha = 16.0;
+  double dropout = 0.0;
+  std::vector<std::string> target_modules = {};
+  std::string base_quantization = "none";
+  bool double_quantization = true;
+  std::string initial_adapter_path = "";
+  std::string export_format = "both";
+  template <class V>
+  void visit(V& v) {
+    v("rank", rank, "rank r of the adapters A [r, in] and B [out, r]");
+    v("alpha", alpha, "the adapters' output is scaled by alpha / rank");
+    v("dropout", dropout, "dropout on the adapters' input while training (PEFT's lora_dropout)");
+    v("target_modules", target_modules,
+      "module paths to adapt, globs like override.imports ('*' crosses dots; a plain name such as "
+      "q_proj matches that last component); empty: every attention and MLP projection");
+    v("base_quantization", base_quantization,
+      "none, or nf4 (QLoRA: frozen projection weights held in 4-bit NormalFloat)");
+    v("double_quantization", double_quantization,
+      "with nf4, quantise the NF4 scales again (bitsandbytes' compress_statistics)");
+    v("initial_adapter_path", initial_adapter_path,
+      "a PEFT adapter folder to start from (adapter_config.json + adapter_model.safetensors)");
+    v("export_format", export_format,
+      "what the final export and titan convert write: adapter (a PEFT folder), merged (a "
+      "standard Hugging Face folder) or both");
   }
 };
 
@@ -366,6 +400,7 @@ struct DebugConfig {
 struct TrainerConfig {
   JobConfig job;
   ModelConfig model;
+  LoraConfig lora;
   TrainingConfig training;
   ParallelismConfig parallelism;
   OptimizerConfig optimizer;
@@ -384,6 +419,7 @@ struct TrainerConfig {
   void visit_sections(S& s) {
     s("job", job);
     s("model", model);
+    s("lora", lora);
     s("training", training);
     s("parallelism", parallelism);
     s("optimizer", optimizer);

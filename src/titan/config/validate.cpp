@@ -111,6 +111,17 @@ void validate_config(const TrainerConfig& c, const std::vector<std::string>& mod
   check_range(c.model.expert_bias_update_rate >= 0, "model.expert_bias_update_rate",
               c.model.expert_bias_update_rate, ">= 0");
 
+  for (const std::string& converter : c.model.converters)
+    check_one_of("model.converters", converter, {"lora"});
+  const auto& l = c.lora;
+  check_at_least("lora.rank", l.rank, 1);
+  check_range(l.alpha > 0, "lora.alpha", l.alpha, "> 0");
+  check_range(l.dropout >= 0 && l.dropout < 1, "lora.dropout", l.dropout, "in [0, 1)");
+  check_one_of("lora.base_quantization", l.base_quantization, {"none", "nf4"});
+  check_one_of("lora.export_format", l.export_format, {"adapter", "merged", "both"});
+  for (const std::string& glob : l.target_modules)
+    TITAN_CHECK(!glob.empty(), "lora.target_modules has an empty entry: name a module path");
+
   const auto& t = c.training;
   check_at_least("training.steps", t.steps, 1);
   check_at_least("training.local_batch_size", t.local_batch_size, 1);

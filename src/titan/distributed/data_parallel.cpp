@@ -43,13 +43,15 @@ struct DataParallel::Param {
   at::Tensor buffer;    // FSDP: [parts * part_rows, ...] in the compute dtype
   at::Tensor gathered;  // FSDP: a leaf viewing buffer's first `rows` rows (the forward's weight)
   size_t buffer_bytes = 0;
+  bool frozen = false;  // LoRA's base weights: gathered for the forward, never reduced
   bool sharded() const { return shard_group->size() > 1; }
 };
 
 // The sharded parameters of a unit that share a shard group, and their collectives in flight.
 struct DataParallel::Batch {
   std::shared_ptr<Group> group;
-  std::vector<size_t> params;  // indices into the unit's params
+  std::vector<size_t> params;   // indices into the unit's params
+  std::vector<size_t> trained;  // those that are not frozen: their gradients are reduced
   Group::Pending gathering;
   std::vector<at::Tensor> gather_inputs;  // alive until the all-gather completes
   Group::Pending reducing;
@@ -103,6 +105,7 @@ void DataParallel::wrap(const std::vector<models::Module*>& modules,
       Param p;
       p.name = name;
       p.slot = &slot;
+      p.frozen = !slot.requires_grad();
       p.local_shape = slot.sizes().vec();
       // Expert weights are sharded over what expert parallelism leaves of dp_shard (efsdp).
       const std::string shard_dim = options.expert && options.expert(name) ? "efsdp" : "dp_shard";
@@ -121,7 +124,7 @@ void DataParallel::wrap(const std::vector<models::Module*>& modules,
         // The master shard: this rank's rows, zero-padded to the part's rows.
         at::Tensor local = at::zeros(with_rows(slot.sizes(), p.rows.part), slot.options());
         local.narrow(0, 0, p.rows.real).copy_(slot.narrow(0, p.rows.begin, p.rows.real));
-        p.shard = local.requires_grad_(true);
+        p.shard = local.requires_grad_(!p.frozen);
         p.buffer = at::empty(with_rows(slot.sizes(), parts * p.rows.part),
                              slot.options().dtype(options_.param_dtype));
         p.buffer_bytes = p.buffer.storage().nbytes();
@@ -131,7 +134,7 @@ void DataParallel::wrap(const std::vector<models::Module*>& modules,
         // while the storage exists (shapes are checked against it), then freed.
         p.gathered = at::empty({0}, p.buffer.options());
         p.gathered.set_(p.buffer.storage(), 0, p.local_shape, p.buffer.strides());
-        p.gathered.requires_grad_(true);
+        p.gathered.requires_grad_(!p.frozen);
         free_storage(p.buffer);
         slot = p.shard;
         auto batch = std::find_if(unit->batches.begin(), unit->batches.end(),
@@ -142,6 +145,7 @@ void DataParallel::wrap(const std::vector<models::Module*>& modules,
           batch = std::prev(unit->batches.end());
         }
         batch->params.push_back(unit->params.size());
+        if (!p.frozen) batch->trained.push_back(unit->params.size());
       } else {
         p.shard = slot;
       }
@@ -251,7 +255,8 @@ void DataParallel::reduce(Unit& unit) {
   for (Batch& batch : unit.batches) {
     batch.reduce_inputs.clear();
     batch.reduce_outputs.clear();
-    for (size_t i : batch.params) {
+    if (batch.trained.empty()) continue;  // every rank skips it alike
+    for (size_t i : batch.trained) {
       Param& p = unit.params[i];
       // Every rank passes the same list, with zeros for a gradient that did not arise here.
       at::Tensor padded = at::zeros(with_rows(p.buffer.sizes(), p.buffer.size(0)),
@@ -270,11 +275,12 @@ void DataParallel::reduce(Unit& unit) {
   if (!sync_ || replicate_->size() == 1) return;
   unit.replicate_inputs.clear();
   for (Param& p : unit.params) {
-    if (p.sharded()) continue;
+    if (p.sharded() || p.frozen) continue;
     if (!p.shard.grad().defined()) p.shard.mutable_grad() = at::zeros_like(p.shard);
     unit.replicate_inputs.push_back(p.shard.grad());
   }
-  unit.replicating = replicate_->all_reduce_async(unit.replicate_inputs);
+  if (!unit.replicate_inputs.empty())
+    unit.replicating = replicate_->all_reduce_async(unit.replicate_inputs);
 }
 
 void DataParallel::finish_backward() {
@@ -287,8 +293,8 @@ void DataParallel::finish_backward() {
     Unit* unit = owned.get();
     for (Batch& batch : unit->batches) {
       batch.reducing.wait();
-      for (size_t j = 0; j < batch.params.size(); ++j) {
-        Param& p = unit->params[batch.params[j]];
+      for (size_t j = 0; j < batch.reduce_outputs.size(); ++j) {
+        Param& p = unit->params[batch.trained[j]];
         const at::Tensor summed = batch.reduce_outputs[j].to(p.shard.scalar_type());
         if (p.shard.grad().defined()) {
           p.shard.mutable_grad().add_(summed);

@@ -72,6 +72,13 @@ at::Tensor cross_entropy(const at::Tensor& hidden, const at::Tensor& weight,
   return cpu::cross_entropy(hidden, weight, labels, ignore_index);
 }
 
+at::Tensor nf4_linear(const at::Tensor& x, const Nf4Weight& weight) {
+#if TITAN_WITH_CUDA
+  if (x.is_cuda()) return cuda::nf4_linear(x, weight);
+#endif
+  return cpu::nf4_linear(x, weight);
+}
+
 }  // namespace
 
 void register_fused_kernels(KernelRegistry& registry) {
@@ -91,6 +98,12 @@ void register_fused_kernels(KernelRegistry& registry) {
       "chunked, logits turned into their gradient in place in the activations' dtype (CPU, "
       "CUDA)",
       &cpu::supports);
+  // The default wherever it runs: at the speed of reference's one GEMM (a small weight is one
+  // tile), it never holds more than a tile of the dequantised weight, where reference holds a
+  // whole weight from the forward until its dequantised copy is freed.
+  add(Nf4LinearFn{&nf4_linear}, &on_cpu_or_cuda,
+      "tiles of rows dequantised into a reused buffer, one GEMM a tile (CPU, CUDA)",
+      &on_cpu_or_cuda);
 }
 
 }  // namespace titan::kernels

@@ -34,13 +34,14 @@ enum class Op : int {
   kCrossEntropy,
   kMoeDispatch,
   kMoeCombine,
+  kNf4Linear,
 };
-inline constexpr size_t kNumOps = 9;
+inline constexpr size_t kNumOps = 10;
 
 // Config and log names, indexed by Op.
 inline constexpr std::array<std::string_view, kNumOps> kOpNames = {
-    "rms_norm",    "rope",          "attention",    "swiglu",     "moe_router",
-    "moe_experts", "cross_entropy", "moe_dispatch", "moe_combine"};
+    "rms_norm",    "rope",          "attention",    "swiglu",      "moe_router",
+    "moe_experts", "cross_entropy", "moe_dispatch", "moe_combine", "nf4_linear"};
 inline std::string_view op_name(Op op) { return kOpNames[static_cast<size_t>(op)]; }
 
 // The router's decision for each token (moe_router's output, moe_experts' input).
@@ -77,6 +78,18 @@ struct DispatchedTokens {
   at::Tensor sent_order;      // [T*k] int64: the (token * k + slot) of each row as sent
   at::Tensor received_order;  // [R] int64: the received row each row of `rows` is
   std::vector<int64_t> sent, received;  // rows to / from each member
+};
+
+// A frozen weight [rows, cols] in 4-bit NormalFloat (NF4, QLoRA; kernels/nf4.h), laid out as
+// bitsandbytes lays it out: the row-major weight cut into blocks of `blocksize` consecutive
+// elements (the last may be shorter), each element the index of the nearest of 16 code values
+// after dividing by its block's absolute maximum; two indices a byte, the earlier element in the
+// high nibble.
+struct Nf4Weight {
+  at::Tensor packed;  // uint8 [ceil(rows * cols / 2)]
+  at::Tensor absmax;  // float32 [ceil(rows * cols / blocksize)]
+  int64_t rows = 0, cols = 0;
+  int64_t blocksize = 64;
 };
 
 // Query and key after rotary embedding.
@@ -136,10 +149,16 @@ using MoeCombineFn = at::Tensor (*)(const at::Tensor& expert_rows,
                                     const DispatchedTokens& dispatched, const Routing& routing,
                                     const ExpertGroup& group);
 
+// nf4_linear: x [..., cols] -> x @ W^T [..., rows] in x's dtype, W the dequantised weight (each
+// element its code value times its block's absmax, in float32, rounded to x's dtype).
+// Differentiable with respect to x only: the weight is frozen (QLoRA's base weights). An
+// implementation dequantises a part of W at a time, never keeping the whole of it.
+using Nf4LinearFn = at::Tensor (*)(const at::Tensor& x, const Nf4Weight& weight);
+
 // Any op's function; the alternative's index is the Op's value.
 // The alternatives' types are all distinct, so a function pointer converts to it unambiguously.
 using OpFunction = std::variant<RmsNormFn, RopeFn, AttentionFn, SwigluFn, MoeRouterFn, MoeExpertsFn,
-                                CrossEntropyFn, MoeDispatchFn, MoeCombineFn>;
+                                CrossEntropyFn, MoeDispatchFn, MoeCombineFn, Nf4LinearFn>;
 static_assert(std::variant_size_v<OpFunction> == kNumOps);
 
 template <Op op>

@@ -25,7 +25,8 @@ namespace titan::kernels {
 // Bumped whenever ops.h or KernelRegistrar changes in a way that breaks compiled libraries.
 // 2: attention takes the document ids of packed rows; rope takes per-row cos/sin.
 // 3: moe_dispatch and moe_combine (expert parallelism), ExpertGroup and DispatchedTokens.
-inline constexpr uint32_t kKernelAbiVersion = 3;
+// 4: nf4_linear (QLoRA's frozen NF4 weights) and Nf4Weight.
+inline constexpr uint32_t kKernelAbiVersion = 4;
 
 class KernelRegistrar {
  public:

@@ -10,12 +10,34 @@
 #include <vector>
 
 #include "titan/common/named_tensors.h"
+#include "titan/models/common/lora.h"
 #include "titan/models/module.h"
 #include "titan/models/parallel_context.h"
 
 namespace titan::models {
 
 class IncrementalDecoder;
+
+// What a model lets LoRA do to it (lora/lora_model.h applies the config through it; docs/lora.md).
+class LoraHost {
+ public:
+  virtual ~LoraHost() = default;
+  struct Weight {
+    std::string name;      // native parameter name of the base weight
+    std::string module;    // Hugging Face path of its module (what target_modules globs match)
+    bool experts = false;  // an expert stack [E, out, in] rather than a linear [out, in]
+  };
+  virtual std::vector<Weight> adaptable_weights() = 0;
+  // Adds an adapter (lora_A / lora_B parameters, common/lora.h) to each named weight, in the
+  // weight's dtype and device; their values are set by the caller.
+  virtual void add_adapters(const std::vector<std::string>& weight_names,
+                            const LoraOptions& options) = 0;
+  // QLoRA: holds every frozen (requires_grad false) adaptable linear weight in NF4 from now
+  // on, no longer a parameter. Returns the bytes they take. Throws where the model cannot.
+  virtual int64_t quantize_frozen_linears(bool double_quantization) = 0;
+  // The NF4-held weights dequantised to float32, whole, by native name (for exports).
+  virtual NamedTensors dequantized_weights() = 0;
+};
 
 // Where the documents of rows packed from several documents lie (training.document_masking):
 // int64 [B, S] each token's position in its document (restarting at 0 where a document starts)
@@ -60,6 +82,8 @@ class Model {
 
   // Incremental decoding with a KV cache, when the model supports it.
   virtual IncrementalDecoder* decoder() { return nullptr; }
+  // LoRA adapters and NF4 base weights, when the model supports them.
+  virtual LoraHost* lora_host() { return nullptr; }
 
   // Under tensor parallelism the head (output_weight()) holds this rank's rows of the
   // vocabulary and the loss goes through this function (loss parallel); unset otherwise.

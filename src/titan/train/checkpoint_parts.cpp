@@ -15,18 +15,40 @@ namespace fs = std::filesystem;
 
 namespace titan::train {
 
+NamedTensors ModelState::tensors() const {
+  if (lora_ == nullptr) return checkpoint::model_tensors(model_);
+  // The frozen base is not saved: its fingerprint is.
+  NamedTensors out = lora::trainable_parameters(model_);
+  for (auto& b : model_.named_buffers()) out.push_back(b);
+  return out;
+}
+
 PartState ModelState::save() const {
   PartState out;
-  out.tensors = checkpoint::model_tensors(model_);
+  out.tensors = tensors();
   // Enough to rebuild the model without the job's config (titan convert / eval / generate).
   out.state = {{"name", spec_.name},
                {"hf_config", model_.hf_config("float32")},
                {"hf_assets_path", fs::absolute(cfg_.model.hf_assets_path).string()}};
+  if (lora_ != nullptr) out.state["lora"] = lora_->to_json();
   return out;
 }
 
 void ModelState::load(const PartReader& in) {
-  NamedTensors tensors = checkpoint::model_tensors(model_);
+  const nlohmann::json state = in.state();
+  const bool saved_lora = state.is_object() && state.contains("lora");
+  TITAN_CHECK(saved_lora == (lora_ != nullptr), in.source(),
+              saved_lora
+                  ? " holds LoRA adapters, not a whole model: resume it with model.converters "
+                    "= [\"lora\"] and its lora settings"
+                  : " holds a whole model, not LoRA adapters: resume it without "
+                    "model.converters = [\"lora\"]");
+  if (lora_ != nullptr) {
+    const lora::LoraSetup saved =
+        lora::LoraSetup::from_json(state["lora"], in.source() + "/manifest.json");
+    lora::check_same_base(saved.base, lora_->base, in.source());
+  }
+  NamedTensors tensors = this->tensors();
   std::set<std::string> ours;
   for (const auto& [name, local] : tensors) {
     ours.insert(name);

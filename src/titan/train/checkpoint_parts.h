@@ -1,7 +1,8 @@
 // The trainer's Stateful parts (stateful.h), one small adapter each:
 //   model         parameters and buffers (native names), plus the model's description
 //                 (spec name, its Hugging Face config, the assets folder) that titan convert,
-//                 eval and generate rebuild it from;
+//                 eval and generate rebuild it from; with LoRA only the adapters (the trained
+//                 parameters) and buffers, and the LoRA setup with its base's fingerprint;
 //   optimizer     AdamW's state (optimizer_state_names.h);
 //   lr_scheduler  the last step the schedule was at (the schedule is a function of the step);
 //   dataloader    the data loader's position;
@@ -13,6 +14,7 @@
 
 #include "titan/config/trainer_config.h"
 #include "titan/data/data_loader.h"
+#include "titan/lora/lora_model.h"
 #include "titan/models/model_spec.h"
 #include "titan/train/optimizer.h"
 #include "titan/train/stateful.h"
@@ -21,17 +23,21 @@ namespace titan::train {
 
 class ModelState : public Stateful {
  public:
-  ModelState(models::Model& model, const models::ModelSpec& spec, const config::TrainerConfig& cfg)
-      : model_(model), spec_(spec), cfg_(cfg) {}
+  // `lora`: the run's LoRA setup (nullptr without LoRA); must outlive this.
+  ModelState(models::Model& model, const models::ModelSpec& spec, const config::TrainerConfig& cfg,
+             const lora::LoraSetup* lora = nullptr)
+      : model_(model), spec_(spec), cfg_(cfg), lora_(lora) {}
   PartState save() const override;
   // Every model tensor must be in the checkpoint with its global shape, and nothing else:
-  // checked before anything is copied.
+  // checked before anything is copied. A LoRA checkpoint must have trained on this run's base.
   void load(const PartReader& in) override;
 
  private:
+  NamedTensors tensors() const;
   models::Model& model_;
   const models::ModelSpec& spec_;
   const config::TrainerConfig& cfg_;
+  const lora::LoraSetup* lora_;
 };
 
 class OptimizerState : public Stateful {

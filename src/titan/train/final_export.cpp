@@ -4,20 +4,58 @@
 
 #include "titan/checkpoint/checkpoint_names.h"
 #include "titan/checkpoint/hf_export.h"
+#include "titan/lora/merged_weights.h"
+#include "titan/lora/peft_adapter.h"
 
 namespace titan::train {
 
-std::string export_hf_if_requested(const config::TrainerConfig& cfg, const models::ModelSpec& spec,
-                                   models::Model& model, int64_t step,
-                                   const checkpoint::TensorLayout& layout) {
-  if (!cfg.checkpoint.last_save_in_hf) return "";
+void export_lora(const models::ModelSpec& spec, models::Model& model, const lora::LoraSetup& setup,
+                 const std::string& merged_dir, const std::string& adapter_dir,
+                 const std::string& export_dtype, uint64_t max_shard_bytes,
+                 const std::string& tokenizer_dir, const std::string& base_model_name,
+                 const checkpoint::TensorLayout& layout) {
+  if (!adapter_dir.empty()) {
+    lora::write_peft_adapter(adapter_dir, model, setup.targets, setup.config, base_model_name,
+                             layout);
+    if (layout.coordinator())
+      std::cout << "[titan] exported the PEFT adapter to " << adapter_dir << std::endl;
+  }
+  if (!merged_dir.empty()) {
+    const checkpoint::NativeTensors merged = lora::merged_weights(model, setup, layout);
+    checkpoint::export_hf_directory(model, spec, merged_dir, export_dtype, max_shard_bytes,
+                                    tokenizer_dir, layout, &merged);
+    if (layout.coordinator())
+      std::cout << "[titan] exported the merged Hugging Face checkpoint to " << merged_dir
+                << std::endl;
+  }
+}
+
+ExportedFolders export_hf_if_requested(const config::TrainerConfig& cfg,
+                                       const models::ModelSpec& spec, models::Model& model,
+                                       int64_t step, const checkpoint::TensorLayout& layout,
+                                       const lora::LoraSetup* lora) {
+  if (!cfg.checkpoint.last_save_in_hf) return {};
   const std::string dir = checkpoint::hf_export_folder(cfg.job.dump_folder, step);
+  if (lora != nullptr) {
+    ExportedFolders out;
+    const std::string& format = cfg.lora.export_format;
+    if (format != "merged") out.adapter = dir + "-adapter";
+    if (format != "adapter") out.hf = dir;
+    // The adapter names its base as PEFT does (AutoPeftModelForCausalLM loads it from there):
+    // the folder it trained on, else model.hf_model.
+    const bool seeded = lora->base.source.rfind("seed ", 0) == 0;
+    const std::string base_name = seeded ? cfg.model.hf_model : lora->base.source;
+    export_lora(spec, model, *lora, out.hf, out.adapter, cfg.checkpoint.export_dtype,
+                checkpoint::parse_size(cfg.checkpoint.hf_max_shard_size), cfg.model.hf_assets_path,
+                base_name, layout);
+    return out;
+  }
   checkpoint::export_hf_directory(model, spec, dir, cfg.checkpoint.export_dtype,
                                   checkpoint::parse_size(cfg.checkpoint.hf_max_shard_size),
                                   cfg.model.hf_assets_path, layout);
   if (layout.coordinator())
     std::cout << "[titan] exported Hugging Face checkpoint to " << dir << std::endl;
-  return dir;
+  return {dir, ""};
 }
 
 }  // namespace titan::train

@@ -11,7 +11,7 @@ namespace titan::train {
 
 int64_t load_initial_state(const config::TrainerConfig& cfg, const models::ModelSpec& spec,
                            models::Model& model, CheckpointManager& checkpoints,
-                           const checkpoint::TensorLayout& layout) {
+                           const checkpoint::TensorLayout& layout, bool base_loaded) {
   const bool talk = layout.coordinator();
   const auto& ck = cfg.checkpoint;
   if (const std::optional<int64_t> step = checkpoints.resumable_step()) {
@@ -22,6 +22,7 @@ int64_t load_initial_state(const config::TrainerConfig& cfg, const models::Model
     }
     return *step;
   }
+  if (base_loaded) return 0;
   std::string path = ck.initial_load_path;
   if (path.empty() && ck.initial_load_in_hf) path = cfg.model.hf_assets_path;
   if (path.empty()) {

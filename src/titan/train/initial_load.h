@@ -17,9 +17,11 @@
 namespace titan::train {
 
 // Returns the last completed step (0 unless resuming).
-// `layout` says which rows of each parameter this rank holds (data parallelism).
+// `layout` says which rows of each parameter this rank holds (data parallelism). With
+// `base_loaded` (LoRA: model_converters.h loaded the base before parallelize) only a resume
+// loads anything.
 int64_t load_initial_state(const config::TrainerConfig& cfg, const models::ModelSpec& spec,
                            models::Model& model, CheckpointManager& checkpoints,
-                           const checkpoint::TensorLayout& layout);
+                           const checkpoint::TensorLayout& layout, bool base_loaded = false);
 
 }  // namespace titan::train

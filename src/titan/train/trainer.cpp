@@ -31,6 +31,7 @@
 #include "titan/train/loss.h"
 #include "titan/train/lr_scheduler.h"
 #include "titan/train/metrics.h"
+#include "titan/train/model_converters.h"
 #include "titan/train/optimizer.h"
 #include "titan/train/placed_layout.h"
 #include "titan/train/precision.h"
@@ -141,9 +142,12 @@ class Trainer {
     checkpoints_->finish();
     if (cfg_.checkpoint.enable) summary.checkpoint_dir = checkpoints_->step_dir(summary.last_step);
     // A stopped run is not finished: its final export waits for the resumed run's end.
-    if (summary.stop_signal == 0)
-      summary.hf_export_dir =
-          export_hf_if_requested(cfg_, *spec_, *model_, summary.last_step, *layout_);
+    if (summary.stop_signal == 0) {
+      const ExportedFolders exported = export_hf_if_requested(
+          cfg_, *spec_, *model_, summary.last_step, *layout_, lora_ ? &*lora_ : nullptr);
+      summary.hf_export_dir = exported.hf;
+      summary.adapter_export_dir = exported.adapter;
+    }
     summary.skipped_steps = skipped_steps_;
     return summary;
   }
@@ -231,9 +235,11 @@ class Trainer {
                                  "training.seq_len");
         w && dist_.rank() == 0)
       print_warning(*w);
-    // Counted on the whole model, before parallelism splits it.
+    // Counted on the whole model, before parallelism splits it (and before QLoRA takes its
+    // projections out of the parameters).
     if (spec_->flops_per_token)
       flops_per_token_ = spec_->flops_per_token(*model_, cfg_.training.seq_len);
+    lora_ = apply_model_converters(cfg_, *spec_, *model_, dist_.rank() == 0);
   }
 
   // The loss, which resolves the cross_entropy kernel of the head.
@@ -257,7 +263,8 @@ class Trainer {
   // The optimizer over the tensors the parallelized model trains (after parallelize, as in
   // torchtitan), the spec's post-optimizer hooks, the schedule and the gradient norm.
   void build_optimizer() {
-    const NamedTensors params = model_->named_parameters();
+    // What requires gradients: every parameter, or with LoRA the adapters alone.
+    const NamedTensors params = lora::trainable_parameters(*model_);
     optimizer_.emplace(params, cfg_.optimizer);
     for (const auto& [name, p] : params) params_.push_back(p);
     grad_squares_.emplace(params, parallel_->placements(), parallel_->mesh());
@@ -278,7 +285,7 @@ class Trainer {
 
   // The checkpoint's parts, declared once, and what writes the step lines.
   void build_checkpointing() {
-    model_state_.emplace(*model_, *spec_, cfg_);
+    model_state_.emplace(*model_, *spec_, cfg_, lora_ ? &*lora_ : nullptr);
     optimizer_state_.emplace(*optimizer_, *model_);
     scheduler_state_.emplace(train_state_);
     loader_state_.emplace(*loader_);
@@ -297,7 +304,8 @@ class Trainer {
 
   // Resume, an initial load, or the fresh model.
   void restore() {
-    train_state_.step = load_initial_state(cfg_, *spec_, *model_, *checkpoints_, *layout_);
+    train_state_.step = load_initial_state(cfg_, *spec_, *model_, *checkpoints_, *layout_,
+                                           /*base_loaded=*/lora_.has_value());
     first_step_ = train_state_.step + 1;
     if (first_step_ > 1)
       warn_on_resume_config_change(cfg_,
@@ -482,9 +490,19 @@ class Trainer {
          << " MiB of parameters, as much again of gradients and " << 2 * mib
          << " MiB of optimizer state: " << 4 * mib << " MiB, ";
     line.precision(2);
-    line << (whole > 0 ? 100.0 * bytes / whole : 100.0) << "% of the model's";
+    line << (whole > 0 ? 100.0 * bytes / whole : 100.0) << "% of the "
+         << (lora_ ? "adapters'" : "model's");
     for (const auto& [dim, degree] : parallel_->dims().named())
       if (degree > 1) line << " " << dim << "=" << degree;
+    if (lora_) {
+      // The frozen base: this rank's pieces of its dense weights, and the NF4 ones whole.
+      double frozen = 0;
+      for (const auto& [name, p] : model_->named_parameters())
+        if (!p.requires_grad()) frozen += static_cast<double>(p.numel() * p.element_size());
+      frozen += static_cast<double>(lora_->nf4_bytes);
+      line.precision(1);
+      line << "; and " << frozen / (1024.0 * 1024.0) << " MiB of frozen base";
+    }
     std::cout << line.str() << std::endl;
   }
 
@@ -534,6 +552,7 @@ class Trainer {
   const models::ModelSpec* spec_ = nullptr;
   double flops_per_token_ = 0;
   std::unique_ptr<models::Model> model_;
+  std::optional<lora::LoraSetup> lora_;  // with model.converters = ["lora"]
   std::optional<CausalLmLoss> loss_;
   std::optional<AdamW> optimizer_;
   std::vector<at::Tensor> params_;

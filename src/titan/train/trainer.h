@@ -13,10 +13,11 @@ namespace titan::train {
 struct TrainSummary {
   std::vector<double> losses;  // one per step run by this process
   int64_t last_step = 0;
-  std::string hf_export_dir;   // empty unless checkpoint.last_save_in_hf
-  std::string checkpoint_dir;  // the last training checkpoint, when checkpointing is on
-  int stop_signal = 0;         // the signal that stopped the run early (SIGTERM, SIGINT), or 0
-  int64_t skipped_steps = 0;   // steps skipped for a non-finite loss or gradient norm
+  std::string hf_export_dir;       // empty unless checkpoint.last_save_in_hf
+  std::string adapter_export_dir;  // LoRA's PEFT folder, empty unless exported
+  std::string checkpoint_dir;      // the last training checkpoint, when checkpointing is on
+  int stop_signal = 0;             // the signal that stopped the run early (SIGTERM, SIGINT), or 0
+  int64_t skipped_steps = 0;       // steps skipped for a non-finite loss or gradient norm
 };
 
 // Runs the whole job described by `config`; throws titan::Error for bad input.

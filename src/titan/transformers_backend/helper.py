@@ -170,3 +170,50 @@ def decoder_forward(model, decoder, ids, router):
             experts = getattr(c, "num_experts", None) or getattr(c, "num_local_experts")
             aux = c.router_aux_loss_coef * balance(logits, experts, c.num_experts_per_tok, None)
     return out.last_hidden_state, aux
+
+
+def adaptable_modules(model):
+    """[(module path, native name of its weight, is an expert stack)] of what LoRA may adapt in
+    the decoder layers: every nn.Linear (PEFT's all-linear), and fused expert parameters
+    (3-D, which PEFT adapts through target_parameters)."""
+    _, layers, _, _ = structure(model)
+    prefix = {id(layer): name for name, layer in model.named_modules() if any(
+        layer is l for l in layers)}
+    out = []
+    for layer in layers:
+        base = prefix[id(layer)]
+        for name, module in layer.named_modules():
+            path = f"{base}.{name}" if name else base
+            if isinstance(module, torch.nn.Linear):
+                out.append((path, path + ".weight", False))
+            for attr in ("gate_up_proj", "down_proj"):
+                value = module.__dict__.get(attr)  # titan's tensor, pushed as an attribute
+                if isinstance(value, torch.Tensor) and value.dim() == 3:
+                    out.append((f"{path}.{attr}", f"{path}.{attr}", True))
+    return out
+
+
+def inject_lora(model, modules, rank, alpha, dropout):
+    """Adds PEFT's LoRA layers to the named nn.Linear modules (titan holds their weights already)
+    and takes their new parameters out as titan's: returns (names, tensors, sites, units), the
+    names without PEFT's adapter name ("...q_proj.lora_A.weight"), units the decoder layer of
+    each."""
+    import peft
+
+    config = peft.LoraConfig(r=rank, lora_alpha=alpha, lora_dropout=dropout,
+                             target_modules=list(modules), bias="none")
+    peft.inject_adapter_in_model(config, model)
+    _, layers, _, _ = structure(model)
+    layer_modules = [set(layer.modules()) for layer in layers]
+    names, tensors, sites, units = [], [], [], []
+    for module_name, module in model.named_modules():
+        for attr, param in list(module.named_parameters(recurse=False)):
+            if param is getattr(model, "_titan_anchor", None):
+                continue
+            name = f"{module_name}.{attr}".replace(".default.", ".")
+            names.append(name)
+            tensors.append(param.detach())
+            sites.append([(module, attr)])
+            units.append(next(n for n, members in enumerate(layer_modules) if module in members))
+            module._parameters.pop(attr)
+    return names, tensors, sites, units

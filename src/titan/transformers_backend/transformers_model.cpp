@@ -2,6 +2,8 @@
 
 #include <torch/csrc/utils/pybind.h>
 
+#include <map>
+
 #include "titan/common/error.h"
 #include "titan/transformers_backend/python_runtime.h"
 
@@ -184,6 +186,62 @@ std::vector<models::Module*> TransformersModel::modules() {
   for (auto& layer : layers_) out.push_back(layer.get());
   out.push_back(root_.get());
   return out;
+}
+
+std::vector<models::LoraHost::Weight> TransformersModel::adaptable_weights() {
+  py::gil_scoped_acquire gil;
+  std::vector<Weight> out;
+  for (const py::handle item : helper_->attr("adaptable_modules")(*model_)) {
+    const py::tuple t = item.cast<py::tuple>();
+    out.push_back({t[1].cast<std::string>(), t[0].cast<std::string>(), t[2].cast<bool>()});
+  }
+  return out;
+}
+
+void TransformersModel::add_adapters(const std::vector<std::string>& weight_names,
+                                     const models::LoraOptions& options) {
+  std::map<std::string, Weight> known;
+  for (const Weight& w : adaptable_weights()) known[w.name] = w;
+  py::gil_scoped_acquire gil;
+  py::list modules;
+  for (const std::string& name : weight_names) {
+    const auto it = known.find(name);
+    TITAN_CHECK(it != known.end(), name, " is not a weight LoRA can adapt");
+    TITAN_CHECK(!it->second.experts, "LoRA on ", it->second.module,
+                ": the Transformers backend (model.name transformers) adapts nn.Linear modules "
+                "only; leave the expert stacks out of lora.target_modules, or use model.name "
+                "qwen3");
+    modules.append(it->second.module);
+  }
+  // PEFT reads the base layers' weights (their shapes, dtype and device).
+  for (auto& layer : layers_) push(layer->slots());
+  py::tuple added;
+  try {
+    added =
+        helper_->attr("inject_lora")(*model_, modules, options.rank, options.alpha, options.dropout)
+            .cast<py::tuple>();
+  } catch (const py::error_already_set& e) {
+    fail("PEFT could not add the LoRA layers: ", describe(e));
+  }
+  const auto names = added[0].cast<std::vector<std::string>>();
+  const py::list tensors = added[1];
+  py::list sites = *sites_;
+  const auto units = added[3].cast<std::vector<int64_t>>();
+  for (size_t i = 0; i < names.size(); ++i) {
+    at::Tensor t = tensors[i].cast<at::Tensor>().detach();
+    t.requires_grad_(true);
+    sites.append(py::list(added[2])[i]);
+    slots_.push_back({names[i], t});
+    layers_.at(units[i])->add_slot(slots_.size() - 1);
+  }
+  // The Python modules read the new tensors from their first forward on.
+  for (auto& layer : layers_) push(layer->slots());
+}
+
+int64_t TransformersModel::quantize_frozen_linears(bool) {
+  fail(
+      "lora.base_quantization = \"nf4\" (QLoRA) runs on the native model: use model.name "
+      "qwen3 (the Transformers backend trains LoRA on an unquantised base)");
 }
 
 std::vector<models::Module*> TransformersModel::blocks() {

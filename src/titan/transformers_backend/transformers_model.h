@@ -35,13 +35,14 @@ class HfUnit : public models::Module {
   models::Tensors forward(const models::Tensors& inputs,
                           std::function<pybind11::object(const models::Tensors&)> call);
   const std::vector<size_t>& slots() const { return slots_; }
+  void add_slot(size_t slot) { slots_.push_back(slot); }
 
  private:
   TransformersModel& owner_;
   std::vector<size_t> slots_;
 };
 
-class TransformersModel : public models::Model {
+class TransformersModel : public models::Model, public models::LoraHost {
  public:
   // `model` is the built AutoModelForCausalLM; the GIL must be held.
   TransformersModel(pybind11::object model, pybind11::object helper, at::ScalarType compute_dtype);
@@ -53,6 +54,15 @@ class TransformersModel : public models::Model {
   nlohmann::json hf_config(const std::string& dtype) const override;
   std::vector<models::Module*> modules() override;
   std::vector<models::Module*> blocks() override;
+
+  // LoRA through PEFT itself (inject_adapter_in_model), on nn.Linear modules; titan owns the
+  // adapters' parameters as it owns the others. Expert stacks and NF4 are refused.
+  models::LoraHost* lora_host() override { return this; }
+  std::vector<Weight> adaptable_weights() override;
+  void add_adapters(const std::vector<std::string>& weight_names,
+                    const models::LoraOptions& options) override;
+  int64_t quantize_frozen_linears(bool double_quantization) override;
+  NamedTensors dequantized_weights() override { return {}; }
 
   // For FLOPs: decoder layers, attention heads, head dim.
   const std::vector<int64_t>& flops_numbers() const { return flops_numbers_; }

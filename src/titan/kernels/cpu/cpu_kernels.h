@@ -28,6 +28,11 @@ at::Tensor cross_entropy_chunked(const at::Tensor& hidden, const at::Tensor& wei
                                  const at::Tensor& labels, int64_t ignore_index,
                                  int64_t chunk_rows);
 
+// The nf4_linear op: the weight dequantised a tile of rows at a time (at most
+// kNf4TileElements, nf4_matmul.h), each tile's GEMM run as soon as it exists; the same tiles in
+// backward.
+at::Tensor nf4_linear(const at::Tensor& x, const Nf4Weight& weight);
+
 // Whether these kernels take activations of `dtype` (float32 or bfloat16) on the CPU.
 bool supports(at::DeviceType device, at::ScalarType dtype);
 

@@ -32,6 +32,10 @@ at::Tensor moe_experts(const at::Tensor& x, const Routing& routing, const at::Te
 at::Tensor cross_entropy(const at::Tensor& hidden, const at::Tensor& weight,
                          const at::Tensor& labels, int64_t ignore_index);
 
+// nf4_linear: a tile of the weight's rows dequantised by one kernel into a reused buffer, then
+// cuBLAS on the tile (the tiling of nf4_matmul.h); the same tiles in backward.
+at::Tensor nf4_linear(const at::Tensor& x, const Nf4Weight& weight);
+
 // Whether these kernels take activations of `dtype` (float32, bfloat16, float16) on CUDA.
 bool supports(at::DeviceType device, at::ScalarType dtype);
 

@@ -39,4 +39,10 @@ void combine_rows_backward(const at::Tensor& g, const at::Tensor& y, const at::T
 void cross_entropy_rows(at::Tensor& logits, const at::Tensor& labels, int64_t ignore_index,
                         bool write_grad, at::Tensor& loss);
 
+// nf4_linear.cu. Rows [begin, begin + out.size(0)) of an NF4 weight (packed uint8 and float32
+// absmax on the device, `cols` columns, blocks of `blocksize`) dequantised into `out`
+// ([n, cols] contiguous, float32, bfloat16 or float16).
+void nf4_dequantize_rows(const at::Tensor& packed, const at::Tensor& absmax, int64_t cols,
+                         int64_t blocksize, int64_t begin, at::Tensor& out);
+
 }  // namespace titan::kernels::cuda

@@ -16,6 +16,7 @@ void register_reference_kernels(KernelRegistry& registry) {
   add(CrossEntropyFn{&cross_entropy}, "chunked linear + cross-entropy, gradients in forward");
   add(MoeDispatchFn{&moe_dispatch}, "sort by expert, all-to-all of counts then rows");
   add(MoeCombineFn{&moe_combine}, "all-to-all back, weighted sum over each token's k experts");
+  add(Nf4LinearFn{&nf4_linear}, "the whole weight dequantised, one at::linear");
 }
 
 }  // namespace titan::kernels::reference

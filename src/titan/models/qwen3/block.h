@@ -19,6 +19,13 @@
 // hooks at the edges of each parallel region, and the sparse layers route this rank's share of
 // the tokens. Under expert parallelism (set_expert_group) the expert slots hold this rank's
 // experts, and tokens reach them through moe_dispatch and come back through moe_combine.
+//
+// LoRA (common/lora.h, docs/lora.md): any of the seven projections and the two expert stacks
+// may carry an adapter, whose tensors are parameters of the block next to their base weight;
+// a frozen projection may be held in NF4 (QLoRA), read through nf4_linear at
+//   layers.N.attention.{q,k,v,o}_proj   layers.N.feed_forward.{gate,up,down}_proj
+// A dense MLP with an adapted or quantised projection runs as three projections and silu, not
+// through the swiglu op.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -26,6 +33,7 @@
 #include <string>
 
 #include "titan/kernels/ops.h"
+#include "titan/models/common/lora.h"
 #include "titan/models/common/rope.h"
 #include "titan/models/module.h"
 #include "titan/models/parallel_context.h"
@@ -63,6 +71,23 @@ class Qwen3Block : public Module {
   void visit_parameters(const ParameterVisitor& visit) override;
   void visit_buffers(const ParameterVisitor& visit) override;
 
+  // LoRA. The weights an adapter may target, by native parameter name, with their module's
+  // Hugging Face path and whether they are an expert stack.
+  struct AdaptableWeight {
+    std::string name;    // "model.layers.0.self_attn.q_proj.weight", "...mlp.experts.down_proj"
+    std::string module;  // "model.layers.0.self_attn.q_proj", "...mlp.experts.down_proj"
+    bool experts = false;
+  };
+  std::vector<AdaptableWeight> adaptable_weights() const;
+  // Adds an (uninitialised) adapter to the weight of that native name, in `options` dtype.
+  void add_adapter(const std::string& weight_name, const LoraOptions& lora,
+                   const at::TensorOptions& options);
+  // Holds every frozen projection weight (requires_grad false) in NF4 from now on; the others
+  // stay. Returns the bytes the NF4 weights take.
+  int64_t quantize_frozen_projections(bool double_quantization);
+  // The NF4 weights, dequantised to float32 (an export's base weights), by native name.
+  std::vector<std::pair<std::string, at::Tensor>> dequantized_weights() const;
+
   bool sparse() const { return sparse_; }
   void set_tensor_parallel(TensorParallelHooks hooks) { tp_ = std::move(hooks); }
   void set_expert_group(kernels::ExpertGroup group) { experts_group_ = std::move(group); }
@@ -85,6 +110,12 @@ class Qwen3Block : public Module {
   // The routed experts of a sparse layer on tokens x [N, H]: all experts here, or this rank's
   // experts after moe_dispatch under expert parallelism.
   at::Tensor routed_experts(const at::Tensor& x, const kernels::Routing& routing) const;
+  // The dense MLP: the swiglu op, or three projections and silu when LoRA touches them.
+  at::Tensor feed_forward(const at::Tensor& x) const;
+  // Every projection by its name in the block ("self_attn.q_proj", "mlp.gate_proj", ...).
+  std::vector<std::pair<std::string, Linear*>> projections();
+  std::vector<std::pair<std::string, const Linear*>> projections() const;
+  Linear* linear_named(const std::string& name);
 
   // The block's computation: {hidden} for dense layers, {hidden, router logits, counts} for
   // sparse ones. With `keys` set, the new tokens follow the cache's (decoding).
@@ -103,10 +134,11 @@ class Qwen3Block : public Module {
   TensorParallelHooks tp_;
   kernels::ExpertGroup experts_group_;
 
-  at::Tensor q_proj_, q_bias_, k_proj_, k_bias_, v_proj_, v_bias_, o_proj_, o_bias_;
+  Linear q_proj_, k_proj_, v_proj_, o_proj_;
   at::Tensor q_norm_, k_norm_;
-  at::Tensor gate_proj_, up_proj_, down_proj_;          // dense MLP
+  Linear gate_proj_, up_proj_, down_proj_;              // dense MLP
   at::Tensor experts_gate_up_, experts_down_, router_;  // routed experts
+  std::optional<ExpertsAdapter> gate_up_adapter_, down_adapter_;
   at::Tensor input_norm_, post_norm_;
   at::Tensor expert_bias_, tokens_per_expert_;  // buffers (expert-bias balancing only)
 };

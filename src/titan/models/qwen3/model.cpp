@@ -236,6 +236,43 @@ ModelOutput Qwen3Model::run(const at::Tensor& ids, const RopeTables& rope,
   return result;
 }
 
+std::vector<LoraHost::Weight> Qwen3Model::adaptable_weights() {
+  std::vector<Weight> out;
+  for (auto& block : blocks_)
+    for (const auto& w : block->adaptable_weights()) out.push_back({w.name, w.module, w.experts});
+  return out;
+}
+
+void Qwen3Model::add_adapters(const std::vector<std::string>& weight_names,
+                              const LoraOptions& options) {
+  std::map<std::string, at::Tensor> params;
+  for (auto& [name, p] : named_parameters()) params[name] = p;
+  for (const std::string& name : weight_names) {
+    // "model.layers.N." names the block.
+    const std::string prefix = "model.layers.";
+    TITAN_CHECK(name.starts_with(prefix) && params.count(name), name,
+                " is not a weight LoRA can adapt");
+    const int64_t index = std::stoll(name.substr(prefix.size()));
+    TITAN_CHECK(index >= 0 && index < static_cast<int64_t>(blocks_.size()), name,
+                " is not a weight LoRA can adapt");
+    const at::Tensor& weight = params[name];
+    blocks_[index]->add_adapter(name, options, weight.options().requires_grad(false));
+  }
+}
+
+int64_t Qwen3Model::quantize_frozen_linears(bool double_quantization) {
+  int64_t bytes = 0;
+  for (auto& block : blocks_) bytes += block->quantize_frozen_projections(double_quantization);
+  return bytes;
+}
+
+NamedTensors Qwen3Model::dequantized_weights() {
+  NamedTensors out;
+  for (auto& block : blocks_)
+    for (auto& w : block->dequantized_weights()) out.push_back(std::move(w));
+  return out;
+}
+
 at::Tensor Qwen3Model::forward_cached(const at::Tensor& input_ids, KVCache& cache) {
   TITAN_CHECK(input_ids.dim() == 2, "input ids must be [batch, seq], got ", input_ids.sizes());
   at::NoGradGuard no_grad;

@@ -73,7 +73,7 @@ class Qwen3FinalNorm : public Module {
   kernels::RmsNormFn fn_;
 };
 
-class Qwen3Model : public Model, public IncrementalDecoder {
+class Qwen3Model : public Model, public IncrementalDecoder, public LoraHost {
  public:
   Qwen3Model(const Qwen3Args& args, const Qwen3Options& options, const BuildOptions& build);
 
@@ -87,6 +87,12 @@ class Qwen3Model : public Model, public IncrementalDecoder {
   std::vector<Module*> modules() override;
   std::vector<Module*> blocks() override;
   IncrementalDecoder* decoder() override { return this; }
+  LoraHost* lora_host() override { return this; }
+  std::vector<Weight> adaptable_weights() override;
+  void add_adapters(const std::vector<std::string>& weight_names,
+                    const LoraOptions& options) override;
+  int64_t quantize_frozen_linears(bool double_quantization) override;
+  NamedTensors dequantized_weights() override;
   at::Tensor forward_cached(const at::Tensor& input_ids, KVCache& cache) override;
 
   // Tensor parallelism: the embedding and blocks get their hooks (parallelize.cpp).

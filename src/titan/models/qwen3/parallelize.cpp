@@ -36,9 +36,39 @@ void apply_tensor_parallel(Qwen3Model& model, const config::TrainerConfig& confi
                 "parallelism.tensor_parallel_degree = ",
                 T, " must divide it");
   const TensorParallelHooks hooks = parallel.tensor_parallel_hooks(sp);
+  auto is_column = [](const std::string& weight) {
+    for (const char* s : {"q_proj.weight", "k_proj.weight", "v_proj.weight", "mlp.gate_proj.weight",
+                          "mlp.up_proj.weight"})
+      if (weight.ends_with(s)) return true;
+    return false;
+  };
+  auto is_row = [](const std::string& weight) {
+    return weight.ends_with("o_proj.weight") || weight.ends_with("mlp.down_proj.weight");
+  };
   for (Qwen3Block* block : model.qwen3_blocks()) {
     block->visit_parameters([&](const std::string& name, at::Tensor& slot) {
       auto ends = [&](const char* suffix) { return name.ends_with(suffix); };
+      if (is_lora_name(name) && !is_expert_weight(name)) {
+        // A LoRA adapter follows its base weight: for a column-parallel W [out/T, in], B
+        // holds the same rows and A stays whole; for a row-parallel W [out, in/T], A holds
+        // the same columns and B stays whole. The whole one's gradient is a partial sum.
+        const bool a = ends(".lora_A.weight");
+        const std::string base = name.substr(0, name.size() - 14) + ".weight";
+        if (is_column(base)) {
+          if (a) {
+            parallel.sum_gradients_over(name, "tp");
+          } else {
+            parallel.distribute(name, slot, "tp", 0);
+          }
+        } else if (is_row(base)) {
+          if (a) {
+            parallel.distribute(name, slot, "tp", 1);
+          } else {
+            parallel.sum_gradients_over(name, "tp");
+          }
+        }
+        return;
+      }
       const bool column = ends("q_proj.weight") || ends("k_proj.weight") || ends("v_proj.weight") ||
                           ends("q_proj.bias") || ends("k_proj.bias") || ends("v_proj.bias") ||
                           ends("mlp.gate_proj.weight") || ends("mlp.up_proj.weight");

@@ -1,0 +1,247 @@
+#include "titan/kernels/nf4.h"
+
+#include <ATen/Parallel.h>
+#include <c10/util/BFloat16.h>
+#include <c10/util/Half.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "titan/common/error.h"
+
+namespace titan::kernels {
+namespace {
+
+// Midpoints between neighbouring code values, computed in float32 as bitsandbytes does.
+const std::array<float, 15>& nf4_bounds() {
+  static const std::array<float, 15> bounds = [] {
+    std::array<float, 15> b{};
+    const auto& code = nf4_code();
+    for (size_t i = 0; i < b.size(); ++i) b[i] = (code[i] + code[i + 1]) / 2.0f;
+    return b;
+  }();
+  return bounds;
+}
+
+// The index of the bucket of `v`: how many midpoints lie strictly below it (torch.bucketize
+// with right=False, so a value on a midpoint takes the lower code).
+uint8_t nf4_index(float v) {
+  const auto& b = nf4_bounds();
+  return static_cast<uint8_t>(std::lower_bound(b.begin(), b.end(), v) - b.begin());
+}
+
+template <class T>
+T from_float(float v) {
+  return static_cast<T>(v);
+}
+
+template <class T>
+void dequantize_range(const Nf4Weight& w, int64_t first, int64_t count, T* out) {
+  const uint8_t* packed = w.packed.const_data_ptr<uint8_t>();
+  const float* absmax = w.absmax.const_data_ptr<float>();
+  const auto& code = nf4_code();
+  const int64_t bs = w.blocksize;
+  for (int64_t i = 0; i < count; ++i) {
+    const int64_t e = first + i;
+    const uint8_t byte = packed[e >> 1];
+    const uint8_t index = (e & 1) ? (byte & 0x0F) : (byte >> 4);
+    out[i] = from_float<T>(code[index] * absmax[e / bs]);
+  }
+}
+
+void check_weight(const Nf4Weight& w) {
+  TITAN_CHECK(w.packed.defined() && w.packed.scalar_type() == at::kByte,
+              "NF4 weight: packed codes must be uint8");
+  TITAN_CHECK(w.absmax.defined() && w.absmax.scalar_type() == at::kFloat,
+              "NF4 weight: absmax must be float32");
+  TITAN_CHECK(w.blocksize > 0, "NF4 weight: blocksize must be positive");
+  const int64_t n = w.rows * w.cols;
+  TITAN_CHECK(
+      w.packed.numel() == (n + 1) / 2 && w.absmax.numel() == (n + w.blocksize - 1) / w.blocksize,
+      "NF4 weight [", w.rows, ", ", w.cols, "]: expected ", (n + 1) / 2, " packed bytes and ",
+      (n + w.blocksize - 1) / w.blocksize, " scales, got ", w.packed.numel(), " and ",
+      w.absmax.numel());
+}
+
+}  // namespace
+
+const std::array<float, 16>& nf4_code() {
+  static const std::array<float, 16> code = {
+      -1.0f,
+      -0.6961928009986877f,
+      -0.5250730514526367f,
+      -0.39491748809814453f,
+      -0.28444138169288635f,
+      -0.18477343022823334f,
+      -0.09105003625154495f,
+      0.0f,
+      0.07958029955625534f,
+      0.16093020141124725f,
+      0.24611230194568634f,
+      0.33791524171829224f,
+      0.44070982933044434f,
+      0.5626170039176941f,
+      0.7229568362236023f,
+      1.0f,
+  };
+  return code;
+}
+
+Nf4Weight quantize_nf4(const at::Tensor& weight, int64_t blocksize) {
+  TITAN_CHECK(weight.dim() == 1 || weight.dim() == 2, "NF4 quantises 1-D or 2-D weights, got ",
+              weight.sizes());
+  TITAN_CHECK(blocksize > 0, "NF4 blocksize must be positive, got ", blocksize);
+  Nf4Weight out;
+  out.rows = weight.dim() == 2 ? weight.size(0) : 1;
+  out.cols = weight.size(-1);
+  out.blocksize = blocksize;
+  const at::Tensor flat = weight.detach().to(at::kCPU, at::kFloat).contiguous().reshape({-1});
+  const int64_t n = flat.numel();
+  const int64_t blocks = (n + blocksize - 1) / blocksize;
+  out.absmax = at::empty({blocks}, at::kFloat);
+  out.packed = at::zeros({(n + 1) / 2}, at::kByte);
+  const float* x = flat.const_data_ptr<float>();
+  float* absmax = out.absmax.mutable_data_ptr<float>();
+  uint8_t* packed = out.packed.mutable_data_ptr<uint8_t>();
+  const int64_t full = n / blocksize;
+  // Blocks of an even size start on a byte, so threads never share one; odd sizes run serially.
+  const int64_t grain = blocksize % 2 == 0 ? 16 : blocks;
+  at::parallel_for(0, blocks, grain, [&](int64_t begin, int64_t end) {
+    for (int64_t b = begin; b < end; ++b) {
+      const int64_t first = b * blocksize, count = std::min(blocksize, n - first);
+      float m = 0.0f;
+      for (int64_t i = 0; i < count; ++i) m = std::max(m, std::fabs(x[first + i]));
+      // Full blocks multiply by the reciprocal of the (floored) absmax and keep the absmax
+      // itself; a last, short block divides by the floored absmax and keeps that.
+      const float floored = std::max(m, 1e-38f);
+      const bool short_block = b >= full;
+      absmax[b] = short_block ? floored : m;
+      const float reciprocal = 1.0f / floored;
+      for (int64_t i = 0; i < count; ++i) {
+        const float v = short_block ? x[first + i] / floored : x[first + i] * reciprocal;
+        const uint8_t q = nf4_index(std::clamp(v, -1.0f, 1.0f));
+        const int64_t e = first + i;
+        packed[e >> 1] |= (e & 1) ? q : static_cast<uint8_t>(q << 4);
+      }
+    }
+  });
+  if (n % 2 == 1) packed[n >> 1] |= nf4_index(0.0f);  // the padding element is a zero
+  return out;
+}
+
+void dequantize_nf4_rows_cpu(const Nf4Weight& w, int64_t begin, at::Tensor& out) {
+  check_weight(w);
+  const int64_t rows = out.size(0), cols = w.cols;
+  TITAN_CHECK(out.dim() == 2 && out.size(1) == cols && out.is_contiguous() && out.is_cpu(),
+              "NF4 rows: the output must be a contiguous CPU [n, ", cols, "] tensor");
+  TITAN_CHECK(begin >= 0 && begin + rows <= w.rows, "NF4 rows [", begin, ", ", begin + rows,
+              ") outside a weight of ", w.rows, " rows");
+  const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(cols, 1));
+  at::parallel_for(0, rows, grain, [&](int64_t r0, int64_t r1) {
+    const int64_t first = (begin + r0) * cols, count = (r1 - r0) * cols;
+    switch (out.scalar_type()) {
+      case at::kFloat:
+        dequantize_range(w, first, count, out.mutable_data_ptr<float>() + r0 * cols);
+        break;
+      case at::kBFloat16:
+        dequantize_range(w, first, count, out.mutable_data_ptr<c10::BFloat16>() + r0 * cols);
+        break;
+      case at::kHalf:
+        dequantize_range(w, first, count, out.mutable_data_ptr<c10::Half>() + r0 * cols);
+        break;
+      default:
+        TITAN_CHECK(false, "NF4 rows: unsupported output dtype ", out.scalar_type());
+    }
+  });
+}
+
+at::Tensor dequantize_nf4(const Nf4Weight& w, at::ScalarType dtype) {
+  check_weight(w);
+  const bool cuda = w.packed.is_cuda();
+  const Nf4Weight host =
+      cuda ? Nf4Weight{w.packed.cpu(), w.absmax.cpu(), w.rows, w.cols, w.blocksize} : w;
+  at::Tensor out = at::empty({w.rows, w.cols}, at::TensorOptions(at::kFloat));
+  dequantize_nf4_rows_cpu(host, 0, out);
+  out = out.to(dtype);
+  return cuda ? out.to(w.packed.device()) : out;
+}
+
+const at::Tensor& dynamic_map() {
+  // create_dynamic_map(signed=True, max_exponent_bits=7, total_bits=8), with the same float32
+  // ATen ops (linspace, add, divide, scalar multiply) so that every value is the same.
+  static const at::Tensor map = [] {
+    std::vector<float> data;
+    for (int i = 0; i < 7; ++i) {
+      const int64_t items = (int64_t{1} << i) + 1;
+      const at::Tensor boundaries = at::linspace(0.1, 1.0, items, at::kFloat);
+      const at::Tensor means = (boundaries.slice(0, 0, items - 1) + boundaries.slice(0, 1)) / 2.0;
+      const double scale = i == 6 ? 1.0 : std::pow(10.0, static_cast<double>(i - 6));
+      for (const at::Tensor& values : {means * scale, means * -scale}) {
+        const at::Tensor c = values.contiguous();
+        data.insert(data.end(), c.const_data_ptr<float>(), c.const_data_ptr<float>() + c.numel());
+      }
+    }
+    data.push_back(0.0f);
+    data.push_back(1.0f);
+    TITAN_CHECK(data.size() == 256, "dynamic map: ", data.size(), " values");
+    std::sort(data.begin(), data.end());
+    return at::tensor(data, at::kFloat);
+  }();
+  return map;
+}
+
+QuantizedScales quantize_scales(const at::Tensor& absmax_in) {
+  const at::Tensor absmax = absmax_in.detach().to(at::kCPU, at::kFloat).contiguous();
+  QuantizedScales out;
+  out.offset = absmax.mean();
+  const at::Tensor centred = (absmax - out.offset).contiguous();
+  const int64_t n = centred.numel();
+  const int64_t blocks = (n + kScaleBlockSize - 1) / kScaleBlockSize;
+  out.codes = at::empty({n}, at::kByte);
+  out.absmax = at::empty({blocks}, at::kFloat);
+  // The search reads the map with its first value at -1 (bitsandbytes' CPU quantiser sets it so
+  // for its binary search), the nearest value wins, ties to the lower index.
+  std::vector<float> code(dynamic_map().const_data_ptr<float>(),
+                          dynamic_map().const_data_ptr<float>() + 256);
+  code[0] = -1.0f;
+  const float* x = centred.const_data_ptr<float>();
+  uint8_t* codes = out.codes.mutable_data_ptr<uint8_t>();
+  float* block_absmax = out.absmax.mutable_data_ptr<float>();
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t first = b * kScaleBlockSize, count = std::min(kScaleBlockSize, n - first);
+    float m = -std::numeric_limits<float>::max();
+    for (int64_t i = 0; i < count; ++i) m = std::fmax(m, std::fabs(x[first + i]));
+    block_absmax[b] = m;
+    for (int64_t i = 0; i < count; ++i) {
+      const float normed = x[first + i] / m;
+      // The last map value not above `normed` (the first when every value is above it).
+      int64_t idx = std::upper_bound(code.begin(), code.end(), normed) - code.begin() - 1;
+      idx = std::max<int64_t>(idx, 0);
+      if (idx < 255 && std::fabs(normed - code[idx + 1]) < std::fabs(normed - code[idx])) ++idx;
+      codes[first + i] = static_cast<uint8_t>(idx);
+    }
+  }
+  return out;
+}
+
+at::Tensor dequantize_scales(const QuantizedScales& s) {
+  const at::Tensor codes = s.codes.to(at::kCPU).contiguous();
+  const at::Tensor absmax = s.absmax.to(at::kCPU, at::kFloat).contiguous();
+  const int64_t n = codes.numel();
+  at::Tensor out = at::empty({n}, at::kFloat);
+  const uint8_t* c = codes.const_data_ptr<uint8_t>();
+  const float* a = absmax.const_data_ptr<float>();
+  const float* map = dynamic_map().const_data_ptr<float>();
+  float* o = out.mutable_data_ptr<float>();
+  for (int64_t i = 0; i < n; ++i) o[i] = map[c[i]] * a[i / kScaleBlockSize];
+  out.add_(s.offset.to(at::kCPU, at::kFloat));
+  return out.to(s.codes.device());
+}
+
+int64_t nf4_bytes(const Nf4Weight& w) {
+  return w.packed.numel() + w.absmax.numel() * static_cast<int64_t>(w.absmax.element_size());
+}
+
+}  // namespace titan::kernels

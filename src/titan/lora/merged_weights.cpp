@@ -1,0 +1,48 @@
+#include "titan/lora/merged_weights.h"
+
+#include <map>
+
+#include "titan/models/common/lora.h"
+
+namespace titan::lora {
+
+checkpoint::NativeTensors merged_weights(models::Model& model, const LoraSetup& setup,
+                                         const checkpoint::TensorLayout& layout) {
+  checkpoint::NativeTensors out;
+  const NamedTensors params = model.named_parameters();
+  std::map<std::string, at::Tensor> by_name(params.begin(), params.end());
+  auto dequantized =
+      std::make_shared<std::map<std::string, at::Tensor>>();  // shared by the copies of `full`
+  for (auto& [name, w] : model.lora_host()->dequantized_weights()) (*dequantized)[name] = w;
+  std::map<std::string, Target> adapted;
+  for (const Target& t : setup.targets) adapted[t.name] = t;
+  const double scale = setup.config.alpha / static_cast<double>(setup.config.rank);
+
+  std::vector<std::string> names;
+  for (const auto& [name, local] : params) {
+    if (models::is_lora_name(name)) continue;
+    names.push_back(name);
+    out.metas.emplace_back(
+        name, at::empty(layout.piece(name, local).global_shape, local.options().device(at::kMeta)));
+  }
+  for (const auto& [name, w] : *dequantized) {
+    names.push_back(name);
+    out.metas.emplace_back(name, at::empty(w.sizes(), w.options().device(at::kMeta)));
+  }
+  out.full = [names, by_name, dequantized, adapted, scale, &layout](size_t i) -> at::Tensor {
+    const std::string& name = names[i];
+    const auto q = dequantized->find(name);
+    const at::Tensor base =
+        q != dequantized->end() ? q->second : layout.full(name, by_name.at(name));
+    const auto t = adapted.find(name);
+    if (t == adapted.end()) return base;
+    const std::string a_name = models::lora_a_name(name), b_name = models::lora_b_name(name);
+    const at::Tensor a = layout.full(a_name, by_name.at(a_name)).to(at::kFloat);
+    const at::Tensor b = layout.full(b_name, by_name.at(b_name)).to(at::kFloat);
+    const at::Tensor delta = t->second.experts ? at::bmm(b, a) : at::mm(b, a);
+    return (base.to(at::kFloat) + delta * scale).to(base.scalar_type());
+  };
+  return out;
+}
+
+}  // namespace titan::lora

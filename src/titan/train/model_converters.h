@@ -1,0 +1,21 @@
+// torchtitan's model converters, applied between building the model and parallelizing it:
+// today "lora" (model.converters, docs/lora.md). LoRA needs its frozen base in place first, so
+// the base's initial load (a Hugging Face folder, checkpoint.initial_load_path) happens here,
+// on the whole model, instead of after parallelize as for full training; a resume then brings
+// only the adapters and their optimizer state.
+#pragma once
+
+#include <optional>
+
+#include "titan/config/trainer_config.h"
+#include "titan/lora/lora_model.h"
+#include "titan/models/model_spec.h"
+
+namespace titan::train {
+
+// The LoRA setup when model.converters holds "lora", else nothing. `talk`: print the log lines.
+std::optional<lora::LoraSetup> apply_model_converters(const config::TrainerConfig& cfg,
+                                                      const models::ModelSpec& spec,
+                                                      models::Model& model, bool talk);
+
+}  // namespace titan::train

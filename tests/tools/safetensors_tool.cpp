@@ -12,6 +12,10 @@
 //   parse-size TEXT         prints titan::checkpoint::parse_size(TEXT)
 //   bench IN OUT REPEATS    timings: read (open + copy every byte into preallocated tensors)
 //                           and write (write_safetensors, fsync included), as JSON
+//   nf4 IN OUT              each tensor T of IN quantised to NF4 (kernels/nf4.h): OUT holds
+//                           T.packed, T.absmax, T.dequantized, and the double quantisation of
+//                           its scales: T.scale_codes, T.scale_absmax, T.scale_offset and
+//                           T.dequantized_double (dequantised through those scales)
 #include <ATen/ATen.h>
 #include <nlohmann/json.hpp>
 
@@ -25,6 +29,7 @@
 #include "titan/checkpoint/safetensors.h"
 #include "titan/common/error.h"
 #include "titan/common/file_util.h"
+#include "titan/kernels/nf4.h"
 
 namespace {
 
@@ -122,9 +127,30 @@ int bench(const std::string& in, const std::string& out, int repeats) {
   return 0;
 }
 
+int nf4(const std::string& in, const std::string& out) {
+  const SafetensorsFile file = SafetensorsFile::open(in);
+  Named tensors;
+  for (const auto& info : file.tensors()) {
+    const at::Tensor w = file.tensor(info.name);
+    titan::kernels::Nf4Weight q = titan::kernels::quantize_nf4(w);
+    tensors.emplace_back(info.name + ".packed", q.packed);
+    tensors.emplace_back(info.name + ".absmax", q.absmax);
+    tensors.emplace_back(info.name + ".dequantized", titan::kernels::dequantize_nf4(q));
+    const titan::kernels::QuantizedScales s = titan::kernels::quantize_scales(q.absmax);
+    tensors.emplace_back(info.name + ".scale_codes", s.codes);
+    tensors.emplace_back(info.name + ".scale_absmax", s.absmax);
+    tensors.emplace_back(info.name + ".scale_offset", s.offset.reshape({1}));
+    q.absmax = titan::kernels::dequantize_scales(s);
+    tensors.emplace_back(info.name + ".dequantized_double", titan::kernels::dequantize_nf4(q));
+  }
+  titan::checkpoint::write_safetensors(out, tensors);
+  return 0;
+}
+
 int usage() {
   std::cerr << "usage: titan_safetensors_tool list IN | copy IN OUT | list-dir DIR | "
-               "gather DIR OUT | export-hf JOB.json | parse-size TEXT | bench IN OUT REPEATS\n";
+               "gather DIR OUT | export-hf JOB.json | parse-size TEXT | bench IN OUT REPEATS | "
+               "nf4 IN OUT\n";
   return 2;
 }
 
@@ -145,6 +171,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (mode == "bench" && args.size() == 4) return bench(args[1], args[2], std::stoi(args[3]));
+    if (mode == "nf4" && args.size() == 3) return nf4(args[1], args[2]);
     return usage();
   } catch (const std::exception& e) {
     std::cerr << "error: " << e.what() << "\n";

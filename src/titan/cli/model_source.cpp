@@ -1,12 +1,17 @@
 #include "titan/cli/model_source.h"
 
+#include <ATen/core/grad_mode.h>
+
+#include <algorithm>
 #include <filesystem>
+#include <map>
 
 #include "titan/checkpoint/checkpoint_names.h"
 #include "titan/checkpoint/hf_import.h"
 #include "titan/checkpoint/model_tensors.h"
 #include "titan/checkpoint/training_checkpoint.h"
 #include "titan/common/error.h"
+#include "titan/lora/base_fingerprint.h"
 
 namespace fs = std::filesystem;
 
@@ -28,6 +33,45 @@ LoadedModel load_hf(const std::string& dir, const models::BuildOptions& options,
   return out;
 }
 
+// A LoRA checkpoint: the base again (from its folder, or its seed), the same adapters and
+// quantisation, then the checkpoint's adapters (and buffers).
+void load_lora_checkpoint(LoadedModel& out, const nlohmann::json& hf_config,
+                          const std::string& manifest, models::BuildOptions opts,
+                          const NamedTensors& saved, const std::string& source) {
+  const lora::LoraSetup& setup = *out.lora;
+  const std::string& base = setup.base.source;
+  if (base.rfind("seed ", 0) == 0) {
+    opts.init_weights = true;
+    opts.seed = std::stoull(base.substr(5));
+    out.model = out.spec->build_from_hf_config(hf_config, manifest, opts);
+    lora::check_same_base(setup.base, lora::fingerprint_seeded(opts.seed, out.model->hf_config("float32")),
+                          source);
+  } else {
+    TITAN_CHECK(fs::is_directory(base), source, ": this LoRA checkpoint's base ", base,
+                " is not there any more (the checkpoint holds only the adapters)");
+    lora::check_same_base(setup.base, lora::fingerprint_hf_folder(base), source);
+    out.model = out.spec->build_from_hf_config(checkpoint::read_hf_config(base),
+                                               (fs::path(base) / "config.json").string(), opts);
+    if (!out.spec->loads_pretrained_in_build) checkpoint::load_hf_weights(*out.model, *out.spec, base);
+  }
+  lora::reapply_lora(*out.model, setup);
+  NamedTensors targets = lora::trainable_parameters(*out.model);
+  for (auto& b : out.model->named_buffers()) targets.push_back(b);
+  std::map<std::string, at::Tensor> given(saved.begin(), saved.end());
+  for (const auto& [name, t] : saved)
+    TITAN_CHECK(std::any_of(targets.begin(), targets.end(),
+                            [&](const auto& p) { return p.first == name; }),
+                source, ": unexpected tensor '", name, "'");
+  at::NoGradGuard no_grad;
+  for (auto& [name, target] : targets) {
+    const auto it = given.find(name);
+    TITAN_CHECK(it != given.end(), source, ": missing tensor '", name, "'");
+    TITAN_CHECK(it->second.sizes() == target.sizes(), source, ": tensor '", name, "' has shape ",
+                it->second.sizes(), " but the model expects ", target.sizes());
+    target.copy_(it->second);
+  }
+}
+
 LoadedModel load_checkpoint(const fs::path& step_dir, const models::BuildOptions& options) {
   const int64_t step = checkpoint::step_of_folder(step_dir.string());
   const checkpoint::CheckpointStore store(step_dir.parent_path().string(), 0);
@@ -44,8 +88,13 @@ LoadedModel load_checkpoint(const fs::path& step_dir, const models::BuildOptions
   out.spec = &models::get_model_spec(desc.value("name", std::string("qwen3")));
   models::BuildOptions opts = options;
   opts.init_weights = false;
-  out.model = out.spec->build_from_hf_config(desc["hf_config"], manifest, opts);
-  checkpoint::load_into_model(*out.model, model->tensors, step_dir.string());
+  if (desc.contains("lora")) {
+    out.lora = lora::LoraSetup::from_json(desc["lora"], manifest);
+    load_lora_checkpoint(out, desc["hf_config"], manifest, opts, model->tensors, step_dir.string());
+  } else {
+    out.model = out.spec->build_from_hf_config(desc["hf_config"], manifest, opts);
+    checkpoint::load_into_model(*out.model, model->tensors, step_dir.string());
+  }
   const std::string assets = desc.contains("hf_assets_path") && desc["hf_assets_path"].is_string()
                                  ? desc["hf_assets_path"].get<std::string>()
                                  : std::string();

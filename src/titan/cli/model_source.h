@@ -4,9 +4,11 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "titan/cli/flag_parser.h"
+#include "titan/lora/lora_model.h"
 #include "titan/models/model_spec.h"
 
 namespace titan::cli {
@@ -17,9 +19,14 @@ struct LoadedModel {
   std::string tokenizer_dir;  // folder holding tokenizer.json, "" when unknown
   bool from_checkpoint = false;
   int64_t step = 0;  // the checkpoint's step
+  // A LoRA training checkpoint: its setup (the model is then its base, loaded again from where
+  // the checkpoint says, with the checkpoint's adapters).
+  std::optional<lora::LoraSetup> lora;
 };
 
-// Throws titan::Error naming `path` when it is neither kind or when loading fails. `spec_name`
+// A LoRA checkpoint's base is loaded from the folder it names (its fingerprint checked) or
+// initialised from its seed again. Throws titan::Error naming `path` when it is neither kind or
+// when loading fails. `spec_name`
 // picks the model spec for a Hugging Face directory (default: by its config.json's model_type);
 // "transformers" runs Transformers' own model of it.
 LoadedModel load_model(const std::string& path, const models::BuildOptions& options,

@@ -216,8 +216,10 @@ QuantizedScales quantize_scales(const at::Tensor& absmax_in) {
     block_absmax[b] = m;
     for (int64_t i = 0; i < count; ++i) {
       const float normed = x[first + i] / m;
-      // The last map value not above `normed` (the first when every value is above it).
+      // The last map value not above `normed` (the first when every value is above it, or
+      // when a block of zeros makes it 0 / 0).
       int64_t idx = std::upper_bound(code.begin(), code.end(), normed) - code.begin() - 1;
+      if (std::isnan(normed)) idx = 0;
       idx = std::max<int64_t>(idx, 0);
       if (idx < 255 && std::fabs(normed - code[idx + 1]) < std::fabs(normed - code[idx])) ++idx;
       codes[first + i] = static_cast<uint8_t>(idx);

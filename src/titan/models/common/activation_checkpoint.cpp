@@ -1,5 +1,7 @@
 #include "titan/models/common/activation_checkpoint.h"
 
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Context.h>
 #include <ATen/core/grad_mode.h>
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/autograd/custom_function.h>
@@ -13,6 +15,66 @@ namespace {
 
 // Set while a module wrapped for op-level selective checkpointing runs its forward.
 thread_local bool op_level_selective = false;
+// How many checkpointed forwards (run without autograd, recomputed with it) are running.
+thread_local int checkpointed_forwards = 0;
+
+// The random state a forward starts from, for its recomputation to draw the same numbers
+// (LoRA's dropout masks), as PyTorch's checkpoint does with preserve_rng_state: the CPU
+// generator's, and the CUDA one's of the inputs' device.
+struct RngStates {
+  at::Tensor cpu, cuda;
+  int cuda_device = -1;
+};
+
+at::Generator cuda_generator(int device) {
+  return at::globalContext().defaultGenerator(c10::Device(c10::kCUDA, device));
+}
+
+at::Tensor state_of(at::Generator gen) {
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  return gen.get_state();
+}
+
+void set_state(at::Generator gen, const at::Tensor& state) {
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  gen.set_state(state);
+}
+
+RngStates capture_rng(const at::TensorList& inputs) {
+  RngStates s;
+  s.cpu = state_of(at::detail::getDefaultCPUGenerator());
+  for (const at::Tensor& t : inputs) {
+    if (t.defined() && t.is_cuda()) {
+      s.cuda_device = t.device().index();
+      s.cuda = state_of(cuda_generator(s.cuda_device));
+      break;
+    }
+  }
+  return s;
+}
+
+// Sets `saved` for the life of the object, then puts back what was there.
+class RngFork {
+ public:
+  explicit RngFork(const RngStates& saved) {
+    now_.cpu = state_of(at::detail::getDefaultCPUGenerator());
+    set_state(at::detail::getDefaultCPUGenerator(), saved.cpu);
+    if (saved.cuda.defined()) {
+      now_.cuda_device = saved.cuda_device;
+      now_.cuda = state_of(cuda_generator(saved.cuda_device));
+      set_state(cuda_generator(saved.cuda_device), saved.cuda);
+    }
+  }
+  ~RngFork() {
+    set_state(at::detail::getDefaultCPUGenerator(), now_.cpu);
+    if (now_.cuda.defined()) set_state(cuda_generator(now_.cuda_device), now_.cuda);
+  }
+  RngFork(const RngFork&) = delete;
+  RngFork& operator=(const RngFork&) = delete;
+
+ private:
+  RngStates now_;
+};
 
 // Keeps the forward alive from forward until backward inside the autograd context.
 struct ForwardHolder : torch::CustomClassHolder {
@@ -29,11 +91,25 @@ struct CheckpointFunction : public torch::autograd::Function<CheckpointFunction>
     ctx->save_for_backward(saved);
     ctx->saved_data["holder"] = holder;
     ctx->saved_data["num_inputs"] = static_cast<int64_t>(inputs.size());
+    const RngStates rng = capture_rng(inputs);
+    ctx->saved_data["cpu_rng"] = rng.cpu;
+    if (rng.cuda.defined()) {
+      ctx->saved_data["cuda_rng"] = rng.cuda;
+      ctx->saved_data["cuda_device"] = static_cast<int64_t>(rng.cuda_device);
+    }
     // Unused outputs arrive as undefined gradients instead of materialised zeros.
     ctx->set_materialize_grads(false);
     // Autograd functions run forward with grad disabled: nothing inside is recorded.
-    return static_cast<ForwardHolder*>(holder.toCapsule().get())
-        ->fn(Tensors(inputs.begin(), inputs.end()));
+    ++checkpointed_forwards;
+    try {
+      Tensors out = static_cast<ForwardHolder*>(holder.toCapsule().get())
+                        ->fn(Tensors(inputs.begin(), inputs.end()));
+      --checkpointed_forwards;
+      return out;
+    } catch (...) {
+      --checkpointed_forwards;
+      throw;
+    }
   }
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
@@ -48,9 +124,16 @@ struct CheckpointFunction : public torch::autograd::Function<CheckpointFunction>
       const at::Tensor& x = saved[i];
       inputs.push_back(x.detach().requires_grad_(x.requires_grad()));
     }
+    RngStates rng;
+    rng.cpu = ctx->saved_data["cpu_rng"].toTensor();
+    if (ctx->saved_data.count("cuda_rng")) {
+      rng.cuda = ctx->saved_data["cuda_rng"].toTensor();
+      rng.cuda_device = static_cast<int>(ctx->saved_data["cuda_device"].toInt());
+    }
     Tensors outputs;
     {
       at::AutoGradMode enable(true);
+      const RngFork fork(rng);  // the forward's random numbers again
       outputs = holder->fn(inputs);
     }
     Tensors roots, root_grads;
@@ -98,6 +181,8 @@ Tensors block_wrapper(Module& module, const Tensors& inputs, const ForwardFn& in
 }
 
 }  // namespace
+
+bool is_training_forward() { return at::GradMode::is_enabled() || checkpointed_forwards > 0; }
 
 Tensors checkpointed(ForwardFn fn, const Tensors& inputs, const Tensors& params) {
   if (!at::GradMode::is_enabled()) return fn(inputs);

@@ -10,7 +10,8 @@
 //                  cheap ops its code marks with recompute_if_selective (norms, rotary
 //                  embedding), which are otherwise kept with their float32 intermediates.
 // Gradients are bit-identical to the plain model's: the recomputation is the same
-// deterministic computation.
+// deterministic computation, random numbers included (the generators' states are put back for
+// it, as PyTorch's checkpoint does with preserve_rng_state).
 #pragma once
 
 #include "titan/config/trainer_config.h"
@@ -23,6 +24,10 @@ namespace titan::models {
 // inputs', flow through the autograd engine from this node. Outputs that are not floating
 // point (counts) are not differentiable. Outside grad mode this is just fn(inputs).
 Tensors checkpointed(ForwardFn fn, const Tensors& inputs, const Tensors& params);
+
+// Whether the running forward trains: autograd records it, or it is a checkpointed forward
+// (run without autograd, recomputed with it in backward). What dropout asks.
+bool is_training_forward();
 
 // Inside the forward of a module wrapped for op-level selective checkpointing (and in grad
 // mode): checkpointed(fn, inputs, params). Anywhere else: fn(inputs).

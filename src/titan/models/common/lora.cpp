@@ -2,9 +2,11 @@
 
 #include <ATen/core/grad_mode.h>
 
+
 #include <cmath>
 
 #include "titan/common/error.h"
+#include "titan/models/common/activation_checkpoint.h"
 
 namespace titan::models {
 
@@ -60,7 +62,7 @@ at::Tensor dequantize_base(const Nf4Base& base, at::ScalarType dtype) {
 
 at::Tensor lora_term(const at::Tensor& x, const LinearAdapter& adapter) {
   const auto dt = x.scalar_type();
-  const at::Tensor dropped = adapter.dropout > 0 && at::GradMode::is_enabled()
+  const at::Tensor dropped = adapter.dropout > 0 && is_training_forward()
                                  ? at::dropout(x, adapter.dropout, /*train=*/true)
                                  : x;
   return at::linear(at::linear(dropped, adapter.a.to(dt)), adapter.b.to(dt)) * adapter.scale;

@@ -84,7 +84,7 @@ struct Linear {
 };
 
 // The adapter's term for input x: (B (A dropout(x))) * scale, in x's dtype. Dropout applies
-// only while autograd records (training), as PEFT's nn.Dropout in train mode.
+// only in training forwards (is_training_forward()), as PEFT's nn.Dropout in train mode.
 at::Tensor lora_term(const at::Tensor& x, const LinearAdapter& adapter);
 // W + (B A) * scale per expert, in `dtype` (the weight the experts' kernel then reads).
 at::Tensor adapted_experts(const at::Tensor& weight, const ExpertsAdapter& adapter,

@@ -198,6 +198,28 @@ TrainerConfig sft_debugmodel() {
   return c;
 }
 
+// LoRA (docs/lora.md): adapters on every attention and MLP projection of a frozen base, at the
+// learning rate LoRA wants (10x a full fine-tune's), no weight decay, both exports at the end.
+TrainerConfig with_lora(TrainerConfig c, const std::string& name, int64_t rank, double dropout) {
+  c.job.dump_folder = "./outputs/" + name;
+  c.model.converters = {"lora"};
+  c.lora.rank = rank;
+  c.lora.alpha = 2.0 * static_cast<double>(rank);
+  c.lora.dropout = dropout;
+  c.lora.export_format = "both";
+  c.optimizer.lr = 2e-4;
+  c.optimizer.weight_decay = 0.0;
+  return c;
+}
+
+// QLoRA: the same with the frozen projections in NF4, their scales double-quantised.
+TrainerConfig with_qlora(TrainerConfig c, const std::string& name, int64_t rank, double dropout) {
+  c = with_lora(std::move(c), name, rank, dropout);
+  c.lora.base_quantization = "nf4";
+  c.lora.double_quantization = true;
+  return c;
+}
+
 // Expert parallelism as torchtitan's Qwen3 MoE flavors use it: experts spread over `ep` ranks,
 // then FSDP-sharded over the rest (efsdp); dense weights FSDP over every rank.
 TrainerConfig with_expert_parallel(TrainerConfig c, int64_t ep) {
@@ -291,6 +313,61 @@ void register_qwen3_configs(config::ConfigRegistry& registry) {
       "qwen3", "qwen3_debugmodel_tp2",
       [] { return with_tensor_parallel(debug_model("debugmodel", "qwen3_debugmodel_tp2"), 2); },
       "the debug model with tensor parallelism 2 x FSDP; 2 or 4 CPU processes");
+  registry.add(
+      "qwen3", "qwen3_0_6b_lora",
+      [] {
+        TrainerConfig c = with_lora(finetune("0.6B", "", 4, "selective"), "qwen3_0_6b_lora", 16, 0.05);
+        c.job.description = "Qwen3-0.6B LoRA fine-tune";
+        return c;
+      },
+      "LoRA (rank 16, alpha 32) on every projection of the frozen Qwen/Qwen3-0.6B "
+      "(checkpoint.initial_load_path); PEFT adapter + merged export");
+  registry.add(
+      "qwen3", "qwen3_0_6b_qlora",
+      [] {
+        TrainerConfig c =
+            with_qlora(finetune("0.6B", "", 4, "selective"), "qwen3_0_6b_qlora", 16, 0.05);
+        c.job.description = "Qwen3-0.6B QLoRA fine-tune (NF4 base)";
+        return c;
+      },
+      "QLoRA: the same with the frozen projections in NF4 (double-quantised scales)");
+  registry.add(
+      "qwen3", "qwen3_0_6b_sft_lora",
+      [] {
+        TrainerConfig c = with_lora(sft_0_6b(), "qwen3_0_6b_sft_lora", 16, 0.05);
+        c.job.description = "Qwen3-0.6B SFT with LoRA on chat records";
+        return c;
+      },
+      "SFT of Qwen/Qwen3-0.6B with LoRA (rank 16): chat records, assistant turns only, document "
+      "masking");
+  registry.add(
+      "qwen3", "qwen3_debugmodel_lora",
+      [] {
+        TrainerConfig c = with_lora(debug_model("debugmodel", ""), "qwen3_debugmodel_lora", 8, 0.0);
+        c.optimizer.lr = 2e-3;
+        c.checkpoint.last_save_in_hf = true;
+        return c;
+      },
+      "LoRA on the debug model's projections (a seeded base unless checkpoint.initial_load_path); "
+      "2 CPU cores");
+  registry.add(
+      "qwen3", "qwen3_debugmodel_qlora",
+      [] {
+        TrainerConfig c =
+            with_qlora(debug_model("debugmodel", ""), "qwen3_debugmodel_qlora", 8, 0.0);
+        c.optimizer.lr = 2e-3;
+        c.checkpoint.last_save_in_hf = true;
+        return c;
+      },
+      "QLoRA (NF4 base) on the debug model; 2 CPU cores");
+  registry.add(
+      "qwen3", "qwen3_debugmodel_sft_lora",
+      [] {
+        TrainerConfig c = with_lora(sft_debugmodel(), "qwen3_debugmodel_sft_lora", 8, 0.0);
+        c.optimizer.lr = 2e-3;
+        return c;
+      },
+      "the debug model's SFT on chat records with LoRA; 2 CPU cores");
   registry.add("qwen3", "qwen3_debugmodel_default_job", default_job,
                "the `make train` job: debugmodel on assets/corpus/python_stdlib.jsonl, HF export");
   for (const Size& size : kSizes) {

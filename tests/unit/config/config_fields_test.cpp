@@ -47,7 +47,8 @@ TEST(ConfigFields, ListsSectionsAndKeysInVisitOrder) {
   const auto sections = section_names();
   ASSERT_FALSE(sections.empty());
   EXPECT_EQ(sections.front(), "job");
-  EXPECT_EQ(sections[2], "training");
+  EXPECT_EQ(sections[2], "lora");  // the model converter's section follows the model's
+  EXPECT_EQ(sections[3], "training");
   const auto keys = field_names("training");
   EXPECT_EQ(keys.front(), "steps");
   EXPECT_EQ(keys[1], "local_batch_size");
@@ -81,7 +82,7 @@ TEST(ConfigFields, UnknownSectionNamesItAndListsSections) {
   EXPECT_CONTAINS(message, "--trainig.steps");
   EXPECT_CONTAINS(message, "unknown config section \"trainig\"");
   EXPECT_CONTAINS(message, "did you mean \"training\"");
-  EXPECT_CONTAINS(message, "job, model, training, parallelism");
+  EXPECT_CONTAINS(message, "job, model, lora, training, parallelism");
 }
 
 TEST(ConfigFields, UnknownKeyNamesItAndListsTheSectionsKeys) {

@@ -59,7 +59,9 @@ TEST(Qwen3Configs, RegistersEveryPromisedFunction) {
       "qwen3_debugmodel",    "qwen3_debugmodel_moe",           "qwen3_debugmodel_default_job",
       "titan_kernels_qwen3", "titan_kernels_qwen3_debugmodel", "qwen3_debugmodel_sft",
       "qwen3_0_6b_sft",      "qwen3_30b_a3b_ep8",              "qwen3_8b_tp2",
-      "qwen3_debugmodel_moe_ep2", "qwen3_debugmodel_tp2"};
+      "qwen3_debugmodel_moe_ep2", "qwen3_debugmodel_tp2", "qwen3_0_6b_lora",
+      "qwen3_0_6b_qlora", "qwen3_0_6b_sft_lora", "qwen3_debugmodel_lora",
+      "qwen3_debugmodel_qlora", "qwen3_debugmodel_sft_lora"};
   for (const auto& size : kSizes) {
     expected.push_back("qwen3_" + size);
     expected.push_back("qwen3_" + size + "_finetune");
@@ -117,6 +119,24 @@ TEST(Qwen3Configs, SftFunctionsTrainChatsWithDocumentMasking) {
   EXPECT_EQ(c.model.hf_assets_path, "assets/hf/Qwen3-0.6B");
 }
 
+TEST(Qwen3Configs, LoraFunctionsAdaptAFrozenBase) {
+  for (const char* name : {"qwen3_0_6b_lora", "qwen3_0_6b_qlora", "qwen3_0_6b_sft_lora",
+                           "qwen3_debugmodel_lora", "qwen3_debugmodel_qlora",
+                           "qwen3_debugmodel_sft_lora"}) {
+    SCOPED_TRACE(name);
+    const TrainerConfig c = resolve_builtin(name);
+    EXPECT_EQ(c.model.converters, std::vector<std::string>{"lora"});
+    EXPECT_TRUE(c.lora.target_modules.empty());  // every projection
+    EXPECT_EQ(c.lora.alpha, 2.0 * static_cast<double>(c.lora.rank));
+    EXPECT_EQ(c.lora.base_quantization,
+              std::string(name).find("qlora") != std::string::npos ? "nf4" : "none");
+    EXPECT_EQ(c.job.dump_folder, std::string("./outputs/") + name);
+  }
+  EXPECT_TRUE(resolve_builtin("qwen3_0_6b_sft_lora").training.sft);
+  EXPECT_TRUE(resolve_builtin("qwen3_debugmodel_sft_lora").training.sft);
+  EXPECT_TRUE(resolve_builtin("qwen3_0_6b_lora").checkpoint.initial_load_in_hf);
+}
+
 TEST(Qwen3Configs, EachResolvesValidatesAndNamesARealFlavor) {
   const auto flavors = models::qwen3_flavor_names();
   for (const auto& fn : models::builtin_config_registry().functions("qwen3")) {
@@ -126,7 +146,8 @@ TEST(Qwen3Configs, EachResolvesValidatesAndNamesARealFlavor) {
     EXPECT_EQ(c.model.name, "qwen3");
     // Fine-tunes take the dimensions from the folder they fine-tune.
     const bool fine_tune = c.checkpoint.initial_load_in_hf;
-    EXPECT_EQ(fine_tune, fn.name.ends_with("_finetune") || fn.name == "qwen3_0_6b_sft");
+    EXPECT_EQ(fine_tune, fn.name.ends_with("_finetune") || fn.name.starts_with("qwen3_0_6b_sft") ||
+                             fn.name == "qwen3_0_6b_lora" || fn.name == "qwen3_0_6b_qlora");
     if (fine_tune)
       EXPECT_EQ(c.model.flavor, "auto");
     else

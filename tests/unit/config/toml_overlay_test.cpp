@@ -121,7 +121,7 @@ TEST(TomlOverlay, UnknownSectionAndKeyNameThemAndListTheAccepted) {
   auto message = error_of([&] { apply_toml_text(c, "[trainer]\nsteps = 1\n", "job.toml"); });
   EXPECT_CONTAINS(message, "config file job.toml, line 1");
   EXPECT_CONTAINS(message, "unknown config section \"trainer\"");
-  EXPECT_CONTAINS(message, "accepted sections: job, model, training");
+  EXPECT_CONTAINS(message, "accepted sections: job, model, lora, training");
 
   message = error_of([&] { apply_toml_text(c, "[training]\nstepz = 1\n", "job.toml"); });
   EXPECT_CONTAINS(message, "config file job.toml, line 2");

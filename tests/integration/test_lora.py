@@ -374,3 +374,25 @@ def test_adapters_follow_tensor_and_expert_parallelism(layout, bases, small_corp
     y = load_file(split / "hf" / "step-3-adapter" / "adapter_model.safetensors")
     assert set(x) == set(y)
     assert normwise(y, x) <= 1e-4
+
+
+def test_qlora_on_the_transformers_backend_trains_as_on_the_native_model(bases, small_corpus,
+                                                                        tmp_path):
+    """The backend's frozen nn.Linear weights in NF4, read through titan's nf4_linear from the
+    modules' forward, under PEFT's LoRA layers: the native model's QLoRA curve and export."""
+    base = bases / "dense"
+    adapter = initial_adapter(base, tmp_path / "initial", LINEARS)
+    runs = {}
+    for backend in ("qwen3", "transformers"):
+        job = tmp_path / backend
+        proc = run_titan(*train_titan(base, job, small_corpus, "--lora.base_quantization", "nf4",
+                                      backend=backend, adapter=adapter, steps=3))
+        assert "with its projections in NF4" in proc.stdout
+        runs[backend] = ([m["loss"] for m in read_metrics(job)],
+                         load_file(job / "hf" / "step-3" / "model.safetensors"))
+    (native, native_export), (hf, hf_export) = runs["qwen3"], runs["transformers"]
+    for a, b in zip(hf, native):
+        assert abs(a - b) <= 1e-5, (hf, native)
+    assert set(hf_export) == set(native_export)
+    for name in native_export:
+        torch.testing.assert_close(hf_export[name], native_export[name], rtol=0, atol=1e-6)

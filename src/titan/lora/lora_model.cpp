@@ -56,8 +56,12 @@ void count(models::Model& model, LoraSetup& setup) {
 
 void quantize_if_asked(models::Model& model, LoraSetup& setup) {
   setup.nf4_bytes = 0;
-  if (setup.config.base_quantization == "nf4")
+  if (setup.config.base_quantization == "nf4") {
     setup.nf4_bytes = host_of(model).quantize_frozen_linears(setup.config.double_quantization);
+    TITAN_CHECK(setup.nf4_bytes > 0,
+                "lora.base_quantization = \"nf4\": the model has no frozen "
+                "linear weight to quantise");
+  }
   setup.base_bytes = setup.nf4_bytes;
   count(model, setup);
 }

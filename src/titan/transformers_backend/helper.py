@@ -183,7 +183,11 @@ def adaptable_modules(model):
     for layer in layers:
         base = prefix[id(layer)]
         for name, module in layer.named_modules():
-            path = f"{base}.{name}" if name else base
+            if ".lora_" in f".{name}":
+                continue  # PEFT's own layers, once injected
+            # Once PEFT wraps a module its own layer sits under .base_layer; titan names the
+            # weight as it was named before.
+            path = (f"{base}.{name}" if name else base).replace(".base_layer", "")
             if isinstance(module, torch.nn.Linear):
                 out.append((path, path + ".weight", False))
             for attr in ("gate_up_proj", "down_proj"):
@@ -217,3 +221,16 @@ def inject_lora(model, modules, rank, alpha, dropout):
             units.append(next(n for n, members in enumerate(layer_modules) if module in members))
             module._parameters.pop(attr)
     return names, tensors, sites, units
+
+
+def patch_nf4(linear, forward):
+    """QLoRA: `linear` (an nn.Linear whose weight titan now holds in NF4) computes
+    forward(x) (+ its bias) from now on, and lets go of its dense weight."""
+    linear.__dict__.pop("weight", None)
+
+    def run(x, *args, **kwargs):
+        y = forward(x)
+        bias = getattr(linear, "bias", None)
+        return y if bias is None else y + bias.to(y.dtype)
+
+    linear.forward = run

@@ -5,6 +5,7 @@
 #include <map>
 
 #include "titan/common/error.h"
+#include "titan/kernels/registry.h"
 #include "titan/transformers_backend/python_runtime.h"
 
 namespace py = pybind11;
@@ -103,15 +104,17 @@ TransformersModel::~TransformersModel() { slots_.clear(); }
 
 void TransformersModel::visit_slots(const std::vector<size_t>& which,
                                     const models::ParameterVisitor& visit) {
-  for (size_t i : which) visit(slots_[i].name, slots_[i].tensor);
+  for (size_t i : which)
+    if (slots_[i].tensor.defined()) visit(slots_[i].name, slots_[i].tensor);  // not NF4 ones
 }
 
 void TransformersModel::push(const std::vector<size_t>& which) {
   py::list sites, tensors;
   const py::list all_sites = *sites_;
   for (size_t i : which) {
-    sites.append(all_sites[i]);
     const at::Tensor& t = slots_[i].tensor;
+    if (!t.defined()) continue;  // held in NF4, read by the module's patched forward
+    sites.append(all_sites[i]);
     // Weights are cast to the compute dtype where they are used (gradients reach the masters).
     tensors.append(t.is_floating_point() && t.scalar_type() != compute_dtype_ ? t.to(compute_dtype_)
                                                                               : t);
@@ -164,7 +167,8 @@ at::Tensor TransformersModel::output_weight() { return slots_[output_slot_].tens
 
 NamedTensors TransformersModel::named_parameters() {
   NamedTensors out;
-  for (const Slot& s : slots_) out.emplace_back(s.name, s.tensor);
+  for (const Slot& s : slots_)
+    if (s.tensor.defined()) out.emplace_back(s.name, s.tensor);
   return out;
 }
 
@@ -238,10 +242,40 @@ void TransformersModel::add_adapters(const std::vector<std::string>& weight_name
   for (auto& layer : layers_) push(layer->slots());
 }
 
-int64_t TransformersModel::quantize_frozen_linears(bool) {
-  fail(
-      "lora.base_quantization = \"nf4\" (QLoRA) runs on the native model: use model.name "
-      "qwen3 (the Transformers backend trains LoRA on an unquantised base)");
+int64_t TransformersModel::quantize_frozen_linears(bool double_quantization) {
+  std::map<std::string, size_t> slot_of;
+  for (size_t i = 0; i < slots_.size(); ++i) slot_of[slots_[i].name] = i;
+  const std::vector<Weight> weights = adaptable_weights();
+  py::gil_scoped_acquire gil;
+  const py::list all_sites = *sites_;
+  int64_t bytes = 0;
+  for (const Weight& w : weights) {
+    const auto it = slot_of.find(w.name);
+    if (w.experts || it == slot_of.end()) continue;
+    at::Tensor& tensor = slots_[it->second].tensor;
+    if (!tensor.defined() || tensor.requires_grad()) continue;
+    auto nf4 =
+        std::make_shared<models::Nf4Base>(models::quantize_base(tensor, double_quantization));
+    const kernels::Implementation& impl = kernels::kernel_registry().default_for(
+        kernels::Op::kNf4Linear, tensor.device().type(), compute_dtype_);
+    const kernels::Nf4LinearFn kernel = std::get<kernels::Nf4LinearFn>(impl.fn);
+    py::cpp_function forward(
+        [nf4, kernel](const at::Tensor& x) { return kernel(x, nf4->resolved()); });
+    // The module that reads this weight (its first site) calls the kernel from now on.
+    const py::tuple site = py::list(all_sites[it->second])[0].cast<py::tuple>();
+    helper_->attr("patch_nf4")(site[0], forward);
+    tensor = at::Tensor();
+    bytes += nf4->bytes();
+    quantized_[it->second] = std::move(nf4);
+  }
+  return bytes;
+}
+
+NamedTensors TransformersModel::dequantized_weights() {
+  NamedTensors out;
+  for (const auto& [slot, nf4] : quantized_)
+    out.emplace_back(slots_[slot].name, models::dequantize_base(*nf4, at::kFloat));
+  return out;
 }
 
 std::vector<models::Module*> TransformersModel::blocks() {

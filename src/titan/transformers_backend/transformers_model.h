@@ -11,6 +11,7 @@
 
 #include <pybind11/pybind11.h>
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -56,13 +57,15 @@ class TransformersModel : public models::Model, public models::LoraHost {
   std::vector<models::Module*> blocks() override;
 
   // LoRA through PEFT itself (inject_adapter_in_model), on nn.Linear modules; titan owns the
-  // adapters' parameters as it owns the others. Expert stacks and NF4 are refused.
+  // adapters' parameters as it owns the others. Expert stacks are refused. QLoRA: a frozen
+  // nn.Linear's weight becomes NF4, no longer a slot, and its module's forward calls titan's
+  // nf4_linear kernel (the default implementation for the device).
   models::LoraHost* lora_host() override { return this; }
   std::vector<Weight> adaptable_weights() override;
   void add_adapters(const std::vector<std::string>& weight_names,
                     const models::LoraOptions& options) override;
   int64_t quantize_frozen_linears(bool double_quantization) override;
-  NamedTensors dequantized_weights() override { return {}; }
+  NamedTensors dequantized_weights() override;
 
   // For FLOPs: decoder layers, attention heads, head dim.
   const std::vector<int64_t>& flops_numbers() const { return flops_numbers_; }
@@ -90,6 +93,8 @@ class TransformersModel : public models::Model, public models::LoraHost {
   std::vector<int64_t> flops_numbers_;
   std::unique_ptr<HfUnit> embedding_, root_;
   std::vector<std::unique_ptr<HfUnit>> layers_;
+  // QLoRA's NF4 weights by slot (whose tensor is then undefined).
+  std::map<size_t, std::shared_ptr<models::Nf4Base>> quantized_;
 };
 
 }  // namespace titan::transformers_backend

@@ -396,3 +396,35 @@ def test_qlora_on_the_transformers_backend_trains_as_on_the_native_model(bases, 
     assert set(hf_export) == set(native_export)
     for name in native_export:
         torch.testing.assert_close(hf_export[name], native_export[name], rtol=0, atol=1e-6)
+
+
+def test_custom_kernels_path_trains_the_same_adapters(bases, small_corpus, tmp_path):
+    """The third path: the fused CPU kernels (moe_experts on the adapted expert stacks, rms_norm,
+    cross_entropy) through the override registry, against reference everywhere."""
+    base = bases / "moe"
+    targets = ATTENTION + ["*.experts.gate_up_proj", "*.experts.down_proj"]
+    runs = {}
+    for path, imports in (("reference", "rms_norm=reference,moe_experts=reference,"
+                                        "cross_entropy=reference"),
+                          ("fused", "rms_norm=fused,moe_experts=fused,cross_entropy=fused")):
+        job = tmp_path / path
+        proc = run_titan(*train_titan(base, job, small_corpus, "--override.imports", imports,
+                                      targets=targets, steps=3))
+        if path == "fused":
+            assert "[override] moe_experts: layers.0.moe, layers.1.moe -> fused" in proc.stdout
+        runs[path] = [(m["loss"], m["grad_norm"]) for m in read_metrics(job)]
+    for (a, ga), (b, gb) in zip(runs["fused"], runs["reference"]):
+        assert abs(a - b) <= 1e-5 * abs(b) and abs(ga - gb) <= 1e-4 * abs(gb), runs
+
+
+def test_sft_lora_config_function_trains_assistant_turns(tmp_path):
+    """qwen3_debugmodel_sft_lora: chat records, document masking, adapters only."""
+    job = tmp_path / "sft"
+    proc = run_titan("train", "--module", "qwen3", "--config", "qwen3_debugmodel_sft_lora",
+                     "--training.steps", 2, "--training.seq_len", 64,
+                     "--training.local_batch_size", 2, "--job.dump_folder", job,
+                     "--checkpoint.enable")
+    assert "LoRA rank 8, alpha 16.00: 28 linear weights adapted" in proc.stdout
+    assert len(read_metrics(job)) == 2
+    model_part = load_file(job / "checkpoint" / "step-2" / "model.safetensors")
+    assert model_part and all(".lora_A." in k or ".lora_B." in k for k in model_part)

@@ -428,3 +428,16 @@ def test_sft_lora_config_function_trains_assistant_turns(tmp_path):
     assert len(read_metrics(job)) == 2
     model_part = load_file(job / "checkpoint" / "step-2" / "model.safetensors")
     assert model_part and all(".lora_A." in k or ".lora_B." in k for k in model_part)
+
+
+def test_frozen_base_is_held_in_the_compute_dtype(bases, small_corpus, tmp_path):
+    """No float32 master copy of what does not train: under bf16 compute the base takes half."""
+    import re
+    sizes = {}
+    for dtype in ("float32", "bfloat16"):
+        proc = run_titan(*train_titan(bases / "dense", tmp_path / dtype, small_corpus,
+                                      "--training.mixed_precision_param", dtype,
+                                      "--training.seq_len", 16, steps=1))
+        sizes[dtype] = float(re.search(r"the frozen base takes ([0-9.]+) MiB", proc.stdout)[1])
+        assert math.isfinite(read_metrics(tmp_path / dtype)[0]["loss"])
+    assert abs(sizes["bfloat16"] - sizes["float32"] / 2) <= 0.01 * sizes["float32"], sizes

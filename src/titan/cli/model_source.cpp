@@ -54,7 +54,7 @@ void load_lora_checkpoint(LoadedModel& out, const nlohmann::json& hf_config,
                                                (fs::path(base) / "config.json").string(), opts);
     if (!out.spec->loads_pretrained_in_build) checkpoint::load_hf_weights(*out.model, *out.spec, base);
   }
-  lora::reapply_lora(*out.model, setup);
+  lora::reapply_lora(*out.model, setup, opts.compute_dtype);
   NamedTensors targets = lora::trainable_parameters(*out.model);
   for (auto& b : out.model->named_buffers()) targets.push_back(b);
   std::map<std::string, at::Tensor> given(saved.begin(), saved.end());

@@ -28,14 +28,20 @@ models::LoraHost& host_of(models::Model& model) {
   return *host;
 }
 
-// Adds the adapters, freezes everything else; returns the adapters' (name, A, B) slots.
+// Adds the adapters, freezes everything else and holds it in `frozen_dtype` (in place: the
+// tensors stay the same objects).
 void add_and_freeze(models::Model& model, const std::vector<Target>& targets,
-                    const config::LoraConfig& lora) {
+                    const config::LoraConfig& lora, at::ScalarType frozen_dtype) {
   std::vector<std::string> names;
   for (const Target& t : targets) names.push_back(t.name);
   host_of(model).add_adapters(names, options_of(lora));
   at::NoGradGuard no_grad;
-  for (auto& [name, p] : model.named_parameters()) p.requires_grad_(models::is_lora_name(name));
+  for (auto& [name, p] : model.named_parameters()) {
+    const bool adapter = models::is_lora_name(name);
+    p.requires_grad_(adapter);
+    if (!adapter && p.is_floating_point() && p.scalar_type() != frozen_dtype)
+      p.set_data(p.to(frozen_dtype));
+  }
 }
 
 void count(models::Model& model, LoraSetup& setup) {
@@ -74,12 +80,12 @@ bool lora_enabled(const config::TrainerConfig& cfg) {
 }
 
 LoraSetup apply_lora(models::Model& model, const config::LoraConfig& lora,
-                     const BaseFingerprint& base, uint64_t seed) {
+                     const BaseFingerprint& base, uint64_t seed, at::ScalarType compute_dtype) {
   LoraSetup setup;
   setup.config = lora;
   setup.base = base;
   setup.targets = select_targets(host_of(model).adaptable_weights(), lora);
-  add_and_freeze(model, setup.targets, lora);
+  add_and_freeze(model, setup.targets, lora, compute_dtype);
   // Initialised on the CPU in float32 from one generator, in the model's order: the same
   // adapters on every rank and for every layout.
   at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed ^ 0x10AA5EEDULL);
@@ -94,9 +100,9 @@ LoraSetup apply_lora(models::Model& model, const config::LoraConfig& lora,
   return setup;
 }
 
-void reapply_lora(models::Model& model, const LoraSetup& saved) {
+void reapply_lora(models::Model& model, const LoraSetup& saved, at::ScalarType compute_dtype) {
   LoraSetup setup = saved;
-  add_and_freeze(model, setup.targets, setup.config);
+  add_and_freeze(model, setup.targets, setup.config, compute_dtype);
   quantize_if_asked(model, setup);
 }
 

@@ -35,12 +35,17 @@ struct LoraSetup {
 };
 
 // Applies `lora` to `model`. `seed` initialises the adapters (A uniform in +-1/sqrt(in), B 0).
+// The frozen base is held in `compute_dtype` (it needs no float32 master copy: bfloat16 halves
+// it under mixed precision, as QLoRA and PEFT keep embeddings, norms and head); the adapters
+// keep the parameters' dtype.
 LoraSetup apply_lora(models::Model& model, const config::LoraConfig& lora,
-                     const BaseFingerprint& base, uint64_t seed);
+                     const BaseFingerprint& base, uint64_t seed,
+                     at::ScalarType compute_dtype = at::kFloat);
 
 // Applies a saved setup (a checkpoint's): the same targets, adapters left at zero for the
 // checkpoint's tensors to fill, the same quantisation.
-void reapply_lora(models::Model& model, const LoraSetup& saved);
+void reapply_lora(models::Model& model, const LoraSetup& saved,
+                  at::ScalarType compute_dtype = at::kFloat);
 
 // One start-up line: rank, alpha, targets, trainable share, the base's bytes.
 std::string describe(const LoraSetup& setup);

@@ -40,7 +40,8 @@ checkpoint::NativeTensors merged_weights(models::Model& model, const LoraSetup& 
     const at::Tensor a = layout.full(a_name, by_name.at(a_name)).to(at::kFloat);
     const at::Tensor b = layout.full(b_name, by_name.at(b_name)).to(at::kFloat);
     const at::Tensor delta = t->second.experts ? at::bmm(b, a) : at::mm(b, a);
-    return (base.to(at::kFloat) + delta * scale).to(base.scalar_type());
+    // In float32: the export rounds once, to checkpoint.export_dtype.
+    return base.to(at::kFloat) + delta * scale;
   };
   return out;
 }

@@ -12,7 +12,8 @@ namespace titan::train {
 
 std::optional<lora::LoraSetup> apply_model_converters(const config::TrainerConfig& cfg,
                                                       const models::ModelSpec& spec,
-                                                      models::Model& model, bool talk) {
+                                                      models::Model& model,
+                                                      at::ScalarType compute_dtype, bool talk) {
   if (!lora::lora_enabled(cfg)) return std::nullopt;
   const auto& ck = cfg.checkpoint;
   std::string path = ck.initial_load_path;
@@ -35,7 +36,7 @@ std::optional<lora::LoraSetup> apply_model_converters(const config::TrainerConfi
     base = lora::fingerprint_hf_folder(path);
     if (talk) std::cout << "[titan] LoRA base: Hugging Face weights from " << path << std::endl;
   }
-  lora::LoraSetup setup = lora::apply_lora(model, cfg.lora, base, seed);
+  lora::LoraSetup setup = lora::apply_lora(model, cfg.lora, base, seed, compute_dtype);
   if (talk) {
     if (!cfg.lora.initial_adapter_path.empty())
       std::cout << "[titan] LoRA adapters from " << cfg.lora.initial_adapter_path << std::endl;

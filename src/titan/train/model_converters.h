@@ -14,8 +14,10 @@
 namespace titan::train {
 
 // The LoRA setup when model.converters holds "lora", else nothing. `talk`: print the log lines.
+// The frozen base is held in `compute_dtype`.
 std::optional<lora::LoraSetup> apply_model_converters(const config::TrainerConfig& cfg,
                                                       const models::ModelSpec& spec,
-                                                      models::Model& model, bool talk);
+                                                      models::Model& model,
+                                                      at::ScalarType compute_dtype, bool talk);
 
 }  // namespace titan::train

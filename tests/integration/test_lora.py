@@ -204,16 +204,21 @@ def test_titan_convert_writes_both_exports_of_a_checkpoint(bases, small_corpus, 
         job / "hf" / "step-2" / "model.safetensors").read_bytes()
 
 
-def test_fsdp2_matches_one_process_and_its_checkpoint_resumes_on_one(bases, small_corpus,
-                                                                     tmp_path):
+@pytest.mark.parametrize("layout", ["fsdp2", "ddp2"])
+def test_data_parallel_matches_one_process_and_its_checkpoint_resumes_on_one(
+        layout, bases, small_corpus, tmp_path):
+    """FSDP 2 (frozen base shards gathered, never reduced) and DDP 2 (only the adapters'
+    gradients all-reduced) give the one process's losses; their checkpoint resumes on one."""
     base = bases / "dense"
     single = tmp_path / "single"
     run_titan(*train_titan(base, single, small_corpus, "--training.global_batch_size", BATCH))
     one = [m["loss"] for m in read_metrics(single)]
-    split = tmp_path / "fsdp2"
+    split = tmp_path / layout
+    degrees = (["--parallelism.data_parallel_shard_degree", 2] if layout == "fsdp2" else
+               ["--parallelism.data_parallel_replicate_degree", 2,
+                "--parallelism.data_parallel_shard_degree", 1])
     torchrun(2, train_titan(base, split, small_corpus, "--training.local_batch_size", 1,
-                            "--checkpoint.enable", "--checkpoint.interval", 3,
-                            "--parallelism.data_parallel_shard_degree", 2))
+                            "--checkpoint.enable", "--checkpoint.interval", 3, *degrees))
     two = [m["loss"] for m in read_metrics(split)]
     assert len(two) == STEPS
     for a, b in zip(two, one):

@@ -20,7 +20,12 @@ MODELS = {
     "dense": ["--config", "qwen3_debugmodel"],
     # Expert-bias balancing: its token counts are summed over every rank before each update.
     "moe": ["--config", "qwen3_debugmodel_moe", "--model.moe_load_balancing", "expert_bias"],
+    # The auxiliary loss: each rank's mean over its own tokens, averaged over the ranks as any
+    # loss under data parallelism; its reference is therefore FSDP 2 (the same two halves of the
+    # batch), not one process (one mean over the whole batch, another value).
+    "moe_aux": ["--config", "qwen3_debugmodel_moe", "--model.moe_load_balancing", "aux_loss"],
 }
+REFERENCE_PROCESSES = {"dense": 1, "moe": 1, "moe_aux": 2}
 
 
 def args(dump, corpus, kind, local_batch, *extra, steps=STEPS):
@@ -38,7 +43,8 @@ def single(tmp_path_factory, small_corpus):
     out = {}
     for kind in MODELS:
         dump = tmp_path_factory.mktemp("single") / kind
-        torchrun(1, args(dump, small_corpus, kind, GLOBAL_BATCH, "--checkpoint.enable",
+        n = REFERENCE_PROCESSES[kind]
+        torchrun(n, args(dump, small_corpus, kind, GLOBAL_BATCH // n, "--checkpoint.enable",
                          "--checkpoint.interval", "3"))
         out[kind] = (curves(dump), dump)
     return out
@@ -49,6 +55,7 @@ LAYOUTS = {
     "ep2": (2, "moe", 2, ["--parallelism.expert_parallel_degree", "2"]),
     "ep2_fused": (2, "moe", 2, ["--parallelism.expert_parallel_degree", "2",
                                 "--override.imports", "moe_experts=fused"]),
+    "ep2_aux_loss": (2, "moe_aux", 2, ["--parallelism.expert_parallel_degree", "2"]),
     "tp2_sp": (2, "dense", 4, ["--parallelism.tensor_parallel_degree", "2"]),
     "tp2": (2, "dense", 4, ["--parallelism.tensor_parallel_degree", "2",
                             "--parallelism.enable_sequence_parallel", "false"]),
@@ -149,14 +156,17 @@ def test_bad_layouts_fail_with_one_clear_error(tmp_path, small_corpus, nproc, ki
     assert needle in proc.stdout + proc.stderr, (proc.stdout + proc.stderr)[-3000:]
 
 
-def test_the_transformers_backend_refuses_tensor_parallelism(tmp_path, small_corpus):
+@pytest.mark.parametrize("degree,config", [("tensor_parallel_degree", "debugmodel"),
+                                           ("expert_parallel_degree", "debugmodel_moe")])
+def test_the_transformers_backend_refuses_model_parallelism(tmp_path, small_corpus, degree,
+                                                            config):
     module = "transformers_modeling_backend"
-    proc = torchrun(2, ["train", "--module", module, "--config", f"{module}_debugmodel",
-                        "--parallelism.tensor_parallel_degree", "2", "--training.steps", "1",
+    proc = torchrun(2, ["train", "--module", module, "--config", f"{module}_{config}",
+                        f"--parallelism.{degree}", "2", "--training.steps", "1",
                         "--training.dataset_path", small_corpus, "--job.dump_folder",
                         tmp_path / "hf"], check=False, timeout=200)
     assert proc.returncode != 0
-    assert ("parallelism.tensor_parallel_degree = 2: the Transformers backend (model.name = "
+    assert (f"parallelism.{degree} = 2: the Transformers backend (model.name = "
             "transformers) trains with data parallelism only") in proc.stdout + proc.stderr
 
 

@@ -129,6 +129,17 @@ def test_config_functions_differ_only_where_the_recipe_says(titan_bin):
         assert printed(f"{MODULE}_{name}")
 
 
+@pytest.mark.parametrize("name", ["debugmodel", "debugmodel_moe"])
+def test_debug_config_functions_train(tmp_path, small_corpus, name):
+    """Each debug function builds its fresh Transformers model (the MoE one sets head_dim, which
+    Qwen3MoeConfig does not declare but its attention reads) and trains."""
+    dump = tmp_path / name
+    run_titan("train", "--module", MODULE, "--config", f"{MODULE}_{name}", "--training.steps", 1,
+              "--training.seq_len", 16, "--training.local_batch_size", 1,
+              "--training.dataset_path", small_corpus, "--job.dump_folder", dump)
+    assert len(read_metrics(dump)) == 1
+
+
 @pytest.mark.parametrize("args, needle", [
     (["--model.hf_model", "no_such_model"], "model.hf_model 'no_such_model'"),
     (["--model.hf_model", "t5", "--model.hf_config_overrides", ""],

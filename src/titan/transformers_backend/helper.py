@@ -28,6 +28,9 @@ def make_config(source_dir, model_type, overrides, attn_implementation, experts_
         config = transformers.AutoConfig.for_model(model_type)
     known = set(config.to_dict()) | set(type(config).__annotations__ if hasattr(
         type(config), "__annotations__") else ())
+    # Attributes a config class does not declare but its model reads when set (Qwen3-MoE's
+    # attention takes getattr(config, "head_dim", hidden_size // heads)).
+    known |= {"head_dim"}
     for key, value in json.loads(overrides).items():
         if key not in known and not hasattr(config, key):
             raise ValueError(f"model.hf_config_overrides: {type(config).__name__} has no field "

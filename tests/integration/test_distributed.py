@@ -164,9 +164,10 @@ def rank_pid(agent_pid, rank):
     return None
 
 
-def start_long_run(tmp_path, small_corpus, timeout_seconds):
-    args = base_args(tmp_path / "long", small_corpus, "qwen3_debugmodel", steps=100000) + [
-        "--training.local_batch_size", "1", "--comm.train_timeout_seconds", str(timeout_seconds)]
+def start_long_run(tmp_path, small_corpus, timeout_seconds, config="qwen3_debugmodel", extra=()):
+    args = base_args(tmp_path / "long", small_corpus, config, steps=100000) + [
+        "--training.local_batch_size", "1", "--comm.train_timeout_seconds", str(timeout_seconds),
+        *extra]
     env = dict(os.environ, OMP_NUM_THREADS="1")
     agent = subprocess.Popen(
         [*TORCHRUN, "--no-python", "--nproc_per_node=2", "--rdzv_backend", "c10d",
@@ -187,10 +188,18 @@ def start_long_run(tmp_path, small_corpus, timeout_seconds):
     return agent, pid, lines
 
 
+# Expert parallelism exchanges tokens with an all-to-all in every MoE layer, forward and
+# backward: a rank that dies or hangs there is caught as in FSDP's all-gathers.
+LONG_RUNS = {"fsdp": ("qwen3_debugmodel", ()),
+             "ep": ("qwen3_debugmodel_moe", ("--parallelism.expert_parallel_degree", "2"))}
+
+
 @pytest.mark.parametrize("how", ["killed", "stopped"])
-def test_a_dead_or_hung_rank_stops_the_job_with_an_error(tmp_path, small_corpus, how):
+@pytest.mark.parametrize("layout", sorted(LONG_RUNS))
+def test_a_dead_or_hung_rank_stops_the_job_with_an_error(tmp_path, small_corpus, how, layout):
     timeout_seconds = 5
-    agent, pid, lines = start_long_run(tmp_path, small_corpus, timeout_seconds)
+    config, extra = LONG_RUNS[layout]
+    agent, pid, lines = start_long_run(tmp_path, small_corpus, timeout_seconds, config, extra)
     start = time.time()
     os.kill(pid, signal.SIGKILL if how == "killed" else signal.SIGSTOP)
     try:

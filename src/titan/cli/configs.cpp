@@ -1,16 +1,16 @@
 // titan configs: lists the config functions of every module, or prints a resolved config
 // (config function + --config-file + overrides) as TOML that `--config-file` reads back.
 #include <algorithm>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <string>
 
 #include "titan/cli/commands.h"
 #include "titan/common/error.h"
 #include "titan/config/config_fields.h"
-#include "titan/config/resolve.h"
 #include "titan/config/field_values.h"
+#include "titan/config/resolve.h"
 #include "titan/config/validate.h"
 #include "titan/distributed/parallel_dims.h"
 #include "titan/kernels/override_resolver.h"
@@ -104,8 +104,9 @@ std::vector<std::string> override_table(const config::TrainerConfig& cfg) {
 // The mesh the parallelism section lays out over `world` ranks, as comment lines; its error
 // when the degrees do not fit that world.
 std::vector<std::string> mesh_lines(const config::ParallelismConfig& p) {
-  int64_t world = p.data_parallel_replicate_degree * std::max<int64_t>(1, p.data_parallel_shard_degree) *
-                  p.context_parallel_degree * p.tensor_parallel_degree * p.pipeline_parallel_degree;
+  int64_t world = p.data_parallel_replicate_degree *
+                  std::max<int64_t>(1, p.data_parallel_shard_degree) * p.context_parallel_degree *
+                  p.tensor_parallel_degree * p.pipeline_parallel_degree;
   if (const char* env = std::getenv("WORLD_SIZE"); env != nullptr && *env != '\0') {
     int64_t given = 0;
     if (config::parse_int64(env, given) && given >= 1) world = given;
@@ -122,7 +123,8 @@ std::vector<std::string> mesh_lines(const config::ParallelismConfig& p) {
     for (const std::string& group : distributed::MeshLayout::group_names()) {
       if (mesh.size_of(group) == 1 && group != "world") continue;
       std::string ranks;
-      for (int64_t r : mesh.members(group, 0)) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+      for (int64_t r : mesh.members(group, 0))
+        ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
       lines.push_back("  " + group + " of rank 0: ranks " + ranks);
     }
   } catch (const Error& e) {

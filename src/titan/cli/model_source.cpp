@@ -44,24 +44,25 @@ void load_lora_checkpoint(LoadedModel& out, const nlohmann::json& hf_config,
     opts.init_weights = true;
     opts.seed = std::stoull(base.substr(5));
     out.model = out.spec->build_from_hf_config(hf_config, manifest, opts);
-    lora::check_same_base(setup.base, lora::fingerprint_seeded(opts.seed, out.model->hf_config("float32")),
-                          source);
+    lora::check_same_base(
+        setup.base, lora::fingerprint_seeded(opts.seed, out.model->hf_config("float32")), source);
   } else {
     TITAN_CHECK(fs::is_directory(base), source, ": this LoRA checkpoint's base ", base,
                 " is not there any more (the checkpoint holds only the adapters)");
     lora::check_same_base(setup.base, lora::fingerprint_hf_folder(base), source);
     out.model = out.spec->build_from_hf_config(checkpoint::read_hf_config(base),
                                                (fs::path(base) / "config.json").string(), opts);
-    if (!out.spec->loads_pretrained_in_build) checkpoint::load_hf_weights(*out.model, *out.spec, base);
+    if (!out.spec->loads_pretrained_in_build)
+      checkpoint::load_hf_weights(*out.model, *out.spec, base);
   }
   lora::reapply_lora(*out.model, setup, opts.compute_dtype);
   NamedTensors targets = lora::trainable_parameters(*out.model);
   for (auto& b : out.model->named_buffers()) targets.push_back(b);
   std::map<std::string, at::Tensor> given(saved.begin(), saved.end());
   for (const auto& [name, t] : saved)
-    TITAN_CHECK(std::any_of(targets.begin(), targets.end(),
-                            [&](const auto& p) { return p.first == name; }),
-                source, ": unexpected tensor '", name, "'");
+    TITAN_CHECK(
+        std::any_of(targets.begin(), targets.end(), [&](const auto& p) { return p.first == name; }),
+        source, ": unexpected tensor '", name, "'");
   at::NoGradGuard no_grad;
   for (auto& [name, target] : targets) {
     const auto it = given.find(name);

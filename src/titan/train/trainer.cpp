@@ -239,8 +239,8 @@ class Trainer {
     // projections out of the parameters).
     if (spec_->flops_per_token)
       flops_per_token_ = spec_->flops_per_token(*model_, cfg_.training.seq_len);
-    lora_ = apply_model_converters(cfg_, *spec_, *model_, precision_.compute_dtype,
-                                   dist_.rank() == 0);
+    lora_ =
+        apply_model_converters(cfg_, *spec_, *model_, precision_.compute_dtype, dist_.rank() == 0);
   }
 
   // The loss, which resolves the cross_entropy kernel of the head.

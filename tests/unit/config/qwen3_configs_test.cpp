@@ -55,13 +55,23 @@ TEST(Qwen3Configs, ModelNameIsCheckedAgainstTheModelRegistry) {
 
 TEST(Qwen3Configs, RegistersEveryPromisedFunction) {
   const auto& registry = models::builtin_config_registry();
-  std::vector<std::string> expected = {
-      "qwen3_debugmodel",    "qwen3_debugmodel_moe",           "qwen3_debugmodel_default_job",
-      "titan_kernels_qwen3", "titan_kernels_qwen3_debugmodel", "qwen3_debugmodel_sft",
-      "qwen3_0_6b_sft",      "qwen3_30b_a3b_ep8",              "qwen3_8b_tp2",
-      "qwen3_debugmodel_moe_ep2", "qwen3_debugmodel_tp2", "qwen3_0_6b_lora",
-      "qwen3_0_6b_qlora", "qwen3_0_6b_sft_lora", "qwen3_debugmodel_lora",
-      "qwen3_debugmodel_qlora", "qwen3_debugmodel_sft_lora"};
+  std::vector<std::string> expected = {"qwen3_debugmodel",
+                                       "qwen3_debugmodel_moe",
+                                       "qwen3_debugmodel_default_job",
+                                       "titan_kernels_qwen3",
+                                       "titan_kernels_qwen3_debugmodel",
+                                       "qwen3_debugmodel_sft",
+                                       "qwen3_0_6b_sft",
+                                       "qwen3_30b_a3b_ep8",
+                                       "qwen3_8b_tp2",
+                                       "qwen3_debugmodel_moe_ep2",
+                                       "qwen3_debugmodel_tp2",
+                                       "qwen3_0_6b_lora",
+                                       "qwen3_0_6b_qlora",
+                                       "qwen3_0_6b_sft_lora",
+                                       "qwen3_debugmodel_lora",
+                                       "qwen3_debugmodel_qlora",
+                                       "qwen3_debugmodel_sft_lora"};
   for (const auto& size : kSizes) {
     expected.push_back("qwen3_" + size);
     expected.push_back("qwen3_" + size + "_finetune");
@@ -120,9 +130,9 @@ TEST(Qwen3Configs, SftFunctionsTrainChatsWithDocumentMasking) {
 }
 
 TEST(Qwen3Configs, LoraFunctionsAdaptAFrozenBase) {
-  for (const char* name : {"qwen3_0_6b_lora", "qwen3_0_6b_qlora", "qwen3_0_6b_sft_lora",
-                           "qwen3_debugmodel_lora", "qwen3_debugmodel_qlora",
-                           "qwen3_debugmodel_sft_lora"}) {
+  for (const char* name :
+       {"qwen3_0_6b_lora", "qwen3_0_6b_qlora", "qwen3_0_6b_sft_lora", "qwen3_debugmodel_lora",
+        "qwen3_debugmodel_qlora", "qwen3_debugmodel_sft_lora"}) {
     SCOPED_TRACE(name);
     const TrainerConfig c = resolve_builtin(name);
     EXPECT_EQ(c.model.converters, std::vector<std::string>{"lora"});

@@ -11,8 +11,8 @@ std::vector<Target> two_layer_moe() {
   std::vector<Target> out;
   for (int layer = 0; layer < 2; ++layer) {
     const std::string p = "model.layers." + std::to_string(layer) + ".";
-    for (const char* proj : {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj",
-                             "self_attn.o_proj"})
+    for (const char* proj :
+         {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj"})
       out.push_back({p + proj + ".weight", p + proj, false});
     for (const char* stack : {"mlp.experts.gate_up_proj", "mlp.experts.down_proj"})
       out.push_back({p + stack, p + stack, true});

@@ -15,7 +15,8 @@ const Target down{"model.layers.1.mlp.experts.down_proj", "model.layers.1.mlp.ex
                   true};
 
 TEST(PeftAdapter, LinearKeysAreTheModulePathUnderBaseModelModel) {
-  EXPECT_EQ(peft_key(q, true, {q}), "base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight");
+  EXPECT_EQ(peft_key(q, true, {q}),
+            "base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight");
   EXPECT_EQ(peft_key(q, false, {q}),
             "base_model.model.model.layers.0.self_attn.q_proj.lora_B.weight");
 }

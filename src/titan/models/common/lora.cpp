@@ -2,7 +2,6 @@
 
 #include <ATen/core/grad_mode.h>
 
-
 #include <cmath>
 
 #include "titan/common/error.h"

@@ -316,7 +316,8 @@ void register_qwen3_configs(config::ConfigRegistry& registry) {
   registry.add(
       "qwen3", "qwen3_0_6b_lora",
       [] {
-        TrainerConfig c = with_lora(finetune("0.6B", "", 4, "selective"), "qwen3_0_6b_lora", 16, 0.05);
+        TrainerConfig c =
+            with_lora(finetune("0.6B", "", 4, "selective"), "qwen3_0_6b_lora", 16, 0.05);
         c.job.description = "Qwen3-0.6B LoRA fine-tune";
         return c;
       },

@@ -40,7 +40,7 @@ def test_prints_toml_that_tomllib_reads_with_the_overrides(titan_bin, tmp_path):
     assert parsed["optimizer"]["lr"] == 3e-5
     assert parsed["job"]["description"] == 'say "hi"\\ #1'
     assert parsed["model"]["flavor"] == "debugmodel"
-    assert list(parsed)[:3] == ["job", "model", "training"]
+    assert list(parsed)[:4] == ["job", "model", "lora", "training"]
 
 
 def test_printed_config_reads_back_as_a_config_file(titan_bin, tmp_path):

@@ -299,8 +299,7 @@ void export_hf_directory(models::Model& model, const models::ModelSpec& spec,
     return;
   }
 
-  const std::string staged = make_temp_directory(target + ".tmp-");
-  try {
+  write_directory_atomically(target, [&](const std::string& staged) {
     write_planned_weights(staged, planned, max_shard_bytes, fetch);
     write_file_atomic((fs::path(staged) / "config.json").string(), hf_config_text(config));
 
@@ -319,13 +318,7 @@ void export_hf_directory(models::Model& model, const models::ModelSpec& spec,
       write_file_atomic((fs::path(staged) / "generation_config.json").string(),
                         generation_config_text(config));
     }
-    fsync_directory_tree(staged);
-    replace_directory(staged, target);
-  } catch (...) {
-    std::error_code ec;
-    fs::remove_all(staged, ec);
-    throw;
-  }
+  });
 }
 
 }  // namespace titan::checkpoint

@@ -212,6 +212,20 @@ std::string make_temp_directory(const std::string& prefix) {
   return path;
 }
 
+void write_directory_atomically(const std::string& target,
+                                const std::function<void(const std::string& staged)>& fill) {
+  const std::string staged = make_temp_directory(target + ".tmp-");
+  try {
+    fill(staged);
+    fsync_directory_tree(staged);
+    replace_directory(staged, target);
+  } catch (...) {
+    std::error_code ec;
+    fs::remove_all(staged, ec);
+    throw;
+  }
+}
+
 void replace_directory(const std::string& staged, const std::string& target) {
   std::error_code ec;
   bool exists = fs::exists(target, ec);

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -88,5 +89,11 @@ void replace_directory(const std::string& staged, const std::string& target);
 
 // fsyncs every regular file directly inside `dir`, then `dir` itself.
 void fsync_directory_tree(const std::string& dir);
+
+// A directory that appears at `target` only once complete: `fill` writes into a fresh sibling
+// folder (make_temp_directory), which is then fsynced and put in place (replace_directory). If
+// `fill` throws, the sibling is removed and `target` is left as it was.
+void write_directory_atomically(const std::string& target,
+                                const std::function<void(const std::string& staged)>& fill);
 
 }  // namespace titan

@@ -123,18 +123,11 @@ void write_peft_adapter(const std::string& dir, models::Model& model,
   while (target.size() > 1 && target.back() == '/') target.pop_back();
   fs::create_directories(fs::path(target).parent_path().empty() ? fs::path(".")
                                                                 : fs::path(target).parent_path());
-  const std::string staged = make_temp_directory(target + ".tmp-");
-  try {
+  write_directory_atomically(target, [&](const std::string& staged) {
     checkpoint::write_safetensors((fs::path(staged) / "adapter_model.safetensors").string(),
                                   tensors);
     write_file_atomic((fs::path(staged) / "adapter_config.json").string(), config.dump(2) + "\n");
-    fsync_directory_tree(staged);
-    replace_directory(staged, target);
-  } catch (...) {
-    std::error_code ec;
-    fs::remove_all(staged, ec);
-    throw;
-  }
+  });
 }
 
 void read_peft_adapter(const std::string& dir, models::Model& model,

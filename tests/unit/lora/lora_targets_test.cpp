@@ -1,11 +1,13 @@
 // lora.target_modules against the weights a model offers (lora/lora_targets.h).
 #include <gtest/gtest.h>
 
-#include "titan/common/error.h"
+#include "error_of.h"
 #include "titan/lora/lora_targets.h"
 
 namespace titan::lora {
 namespace {
+
+using titan::testing::error_of;
 
 std::vector<Target> two_layer_moe() {
   std::vector<Target> out;
@@ -24,15 +26,6 @@ std::vector<std::string> modules(const std::vector<Target>& targets) {
   std::vector<std::string> out;
   for (const Target& t : targets) out.push_back(t.module);
   return out;
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 TEST(LoraTargets, DefaultIsEveryLinearProjectionAndNoExpertStack) {

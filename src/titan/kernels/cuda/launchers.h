@@ -5,6 +5,8 @@
 
 #include <ATen/ATen.h>
 
+#include <array>
+
 namespace titan::kernels::cuda {
 
 // rms_norm.cu. x [R, D], w [D] (x's dtype) -> y [R, D] and inv_rms [R] (float32).
@@ -40,9 +42,10 @@ void cross_entropy_rows(at::Tensor& logits, const at::Tensor& labels, int64_t ig
                         bool write_grad, at::Tensor& loss);
 
 // nf4_linear.cu. Rows [begin, begin + out.size(0)) of an NF4 weight (packed uint8 and float32
-// absmax on the device, `cols` columns, blocks of `blocksize`) dequantised into `out`
-// ([n, cols] contiguous, float32, bfloat16 or float16).
-void nf4_dequantize_rows(const at::Tensor& packed, const at::Tensor& absmax, int64_t cols,
-                         int64_t blocksize, int64_t begin, at::Tensor& out);
+// absmax on the device, `cols` columns, blocks of `blocksize`, `code` the 16 values)
+// dequantised into `out` ([n, cols] contiguous, float32, bfloat16 or float16).
+void nf4_dequantize_rows(const std::array<float, 16>& code, const at::Tensor& packed,
+                         const at::Tensor& absmax, int64_t cols, int64_t blocksize, int64_t begin,
+                         at::Tensor& out);
 
 }  // namespace titan::kernels::cuda

@@ -2,13 +2,14 @@
 // kernel of nf4_linear.cu, then cuBLAS.
 #include "titan/kernels/cuda/cuda_kernels.h"
 #include "titan/kernels/cuda/launchers.h"
+#include "titan/kernels/nf4.h"
 #include "titan/kernels/nf4_matmul.h"
 
 namespace titan::kernels::cuda {
 namespace {
 
 void dequantize_rows(const Nf4Weight& w, int64_t begin, at::Tensor& out) {
-  nf4_dequantize_rows(w.packed, w.absmax, w.cols, w.blocksize, begin, out);
+  nf4_dequantize_rows(nf4_code(), w.packed, w.absmax, w.cols, w.blocksize, begin, out);
 }
 
 }  // namespace

@@ -12,50 +12,38 @@ namespace {
 
 constexpr int kThreads = 256;
 
-// The NF4 code values (kernels/nf4.cpp holds the same table for the CPU).
-__constant__ float kNf4Code[16] = {
-    -1.0f,
-    -0.6961928009986877f,
-    -0.5250730514526367f,
-    -0.39491748809814453f,
-    -0.28444138169288635f,
-    -0.18477343022823334f,
-    -0.09105003625154495f,
-    0.0f,
-    0.07958029955625534f,
-    0.16093020141124725f,
-    0.24611230194568634f,
-    0.33791524171829224f,
-    0.44070982933044434f,
-    0.5626170039176941f,
-    0.7229568362236023f,
-    1.0f,
+// The 16 code values, passed by value to each launch (from kernels/nf4.cpp's table).
+struct Nf4Table {
+  float value[16];
 };
 
 template <typename T>
-__global__ void dequantize_kernel(const uint8_t* packed, const float* absmax, int64_t first,
-                                  int64_t count, int64_t blocksize, T* out) {
+__global__ void dequantize_kernel(Nf4Table code, const uint8_t* packed, const float* absmax,
+                                  int64_t first, int64_t count, int64_t blocksize, T* out) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= count) return;
   const int64_t e = first + i;
   const uint8_t byte = packed[e >> 1];
   const uint8_t index = (e & 1) ? (byte & 0x0F) : (byte >> 4);
-  out[i] = static_cast<T>(kNf4Code[index] * absmax[e / blocksize]);
+  out[i] = static_cast<T>(code.value[index] * absmax[e / blocksize]);
 }
 
 }  // namespace
 
-void nf4_dequantize_rows(const at::Tensor& packed, const at::Tensor& absmax, int64_t cols,
-                         int64_t blocksize, int64_t begin, at::Tensor& out) {
+void nf4_dequantize_rows(const std::array<float, 16>& code, const at::Tensor& packed,
+                         const at::Tensor& absmax, int64_t cols, int64_t blocksize, int64_t begin,
+                         at::Tensor& out) {
   const c10::cuda::CUDAGuard guard(out.device());
   const int64_t count = out.numel();
   if (count == 0) return;
   const int64_t blocks = (count + kThreads - 1) / kThreads;
   auto stream = at::cuda::getCurrentCUDAStream();
+  Nf4Table table;
+  for (int i = 0; i < 16; ++i) table.value[i] = code[i];
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, out.scalar_type(), "nf4_dequantize",
                                   [&] {
                                     dequantize_kernel<scalar_t><<<blocks, kThreads, 0, stream>>>(
-                                        packed.data_ptr<uint8_t>(), absmax.data_ptr<float>(),
+                                        table, packed.data_ptr<uint8_t>(), absmax.data_ptr<float>(),
                                         begin * cols, count, blocksize, out.data_ptr<scalar_t>());
                                   });
   C10_CUDA_KERNEL_LAUNCH_CHECK();

@@ -31,7 +31,7 @@ OMP_NUM_THREADS=4 $B/bin/titan_train_tests > "$OUT/train_tests.log" 2>&1 && resu
 OMP_NUM_THREADS=4 $B/bin/titan_models_tests > "$OUT/models_tests.log" 2>&1 && result[unit_models]=pass || result[unit_models]=FAIL
 
 stamp "fused kernels against reference on CUDA (fp32 and bf16 in each test)"
-$B/bin/titan_kernels_tests --gtest_filter='*Fused*' > "$OUT/kernels_tests.log" 2>&1
+$B/bin/titan_kernels_tests --gtest_filter='*Fused*:*Nf4*' > "$OUT/kernels_tests.log" 2>&1
 k_pass=$(grep -c '^\[       OK \].*cuda' "$OUT/kernels_tests.log")
 k_fail=$(grep -c '^\[  FAILED  \].*cuda' "$OUT/kernels_tests.log")
 k_skip=$(grep -c '^\[  SKIPPED \].*cuda' "$OUT/kernels_tests.log")
@@ -60,6 +60,17 @@ for p in path1_transformers path2_native path3_kernels; do
     result[$p]="FAIL: $(grep -m1 -i error "$OUT/$p.log")"
   fi
   grep '^\[override\]' "$OUT/$p.log"
+done
+
+stamp "LoRA and QLoRA (nf4_linear's CUDA kernel) on CUDA, 20 steps each (bf16 compute)"
+for kind in lora qlora; do
+  if $B/bin/titan train --module qwen3 --config qwen3_debugmodel_$kind --training.device cuda \
+      --training.steps 20 --training.local_batch_size 8 --training.seq_len 512 --metrics.log_freq 10 \
+      --training.mixed_precision_param bfloat16 --job.dump_folder "$OUT/$kind" > "$OUT/$kind.log" 2>&1; then
+    result[$kind]=$(grep '^step: 20' "$OUT/$kind.log" | head -1)
+  else
+    result[$kind]="FAIL: $(grep -m1 -i error "$OUT/$kind.log")"
+  fi
 done
 
 stamp "reference vs kernels path, 50 bf16 steps on CUDA: losses within bf16 tolerance"

@@ -486,7 +486,7 @@ class Trainer {
     const double mib = bytes / (1024.0 * 1024.0);
     std::ostringstream line;
     line.setf(std::ios::fixed);
-    line.precision(1);
+    line.precision(mib < 1 ? 3 : 1);  // LoRA's adapters may take well under a MiB
     line << "[titan] rank " << dist_.rank() << " of " << dist_.env.world_size << " holds " << mib
          << " MiB of parameters, as much again of gradients and " << 2 * mib
          << " MiB of optimizer state: " << 4 * mib << " MiB, ";

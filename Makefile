@@ -71,8 +71,10 @@ FUZZ_JOBS ?= $(JOBS)
 fuzz: sanitized
 	@scripts/fuzz $(BUILD_DIR)/sanitized $(FUZZ_SECONDS) $(FUZZ_JOBS)
 
+# A full run writes tens of GB of checkpoints and exports under pytest's temporary folders;
+# only the failed tests' folders are kept afterwards.
 integration: build
-	@$(BUILD_DIR)/python -m pytest tests/integration -q -n $(JOBS)
+	@$(BUILD_DIR)/python -m pytest tests/integration -q -n $(JOBS) -o tmp_path_retention_policy=failed
 
 test: unit integration
 

@@ -309,7 +309,8 @@ def error_of(proc):
     (["--lora.base_quantization", "nf4", "--lora.target_modules", "q_proj,*.experts.down_proj"],
      "quantises linear weights only, but target model.layers.0.mlp.experts.down_proj is an "
      "expert stack"),
-    (["--model.converters", "lora,float8"], "model.converters"),
+    (["--model.converters", "lora,float8"],
+     'model.converters = "float8": accepted values are lora'),
 ])
 def test_bad_settings_are_one_clear_error(extra, message, bases, small_corpus, tmp_path):
     proc = run_titan(*train_titan(bases / "moe", tmp_path / "job", small_corpus, *extra,

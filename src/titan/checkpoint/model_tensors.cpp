@@ -16,8 +16,13 @@ NamedTensors model_tensors(models::Model& model) {
 }
 
 void load_into_model(models::Model& model, const NamedTensors& tensors, const std::string& source) {
+  load_into(model_tensors(model), tensors, source);
+}
+
+void load_into(const NamedTensors& target_list, const NamedTensors& tensors,
+               const std::string& source) {
   std::map<std::string, at::Tensor> targets;
-  for (auto& [name, t] : model_tensors(model)) targets[name] = t;
+  for (const auto& [name, t] : target_list) targets[name] = t;
   std::map<std::string, at::Tensor> given;
   for (const auto& [name, t] : tensors) {
     auto it = targets.find(name);

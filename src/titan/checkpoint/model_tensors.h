@@ -17,4 +17,8 @@ NamedTensors model_tensors(models::Model& model);
 // `source` and the first problem, before anything is modified.
 void load_into_model(models::Model& model, const NamedTensors& tensors, const std::string& source);
 
+// The same into an explicit list of the model's tensors (a LoRA checkpoint: the adapters and
+// buffers only).
+void load_into(const NamedTensors& targets, const NamedTensors& tensors, const std::string& source);
+
 }  // namespace titan::checkpoint

@@ -1,10 +1,6 @@
 #include "titan/cli/model_source.h"
 
-#include <ATen/core/grad_mode.h>
-
-#include <algorithm>
 #include <filesystem>
-#include <map>
 
 #include "titan/checkpoint/checkpoint_names.h"
 #include "titan/checkpoint/hf_import.h"
@@ -58,19 +54,7 @@ void load_lora_checkpoint(LoadedModel& out, const nlohmann::json& hf_config,
   lora::reapply_lora(*out.model, setup, opts.compute_dtype);
   NamedTensors targets = lora::trainable_parameters(*out.model);
   for (auto& b : out.model->named_buffers()) targets.push_back(b);
-  std::map<std::string, at::Tensor> given(saved.begin(), saved.end());
-  for (const auto& [name, t] : saved)
-    TITAN_CHECK(
-        std::any_of(targets.begin(), targets.end(), [&](const auto& p) { return p.first == name; }),
-        source, ": unexpected tensor '", name, "'");
-  at::NoGradGuard no_grad;
-  for (auto& [name, target] : targets) {
-    const auto it = given.find(name);
-    TITAN_CHECK(it != given.end(), source, ": missing tensor '", name, "'");
-    TITAN_CHECK(it->second.sizes() == target.sizes(), source, ": tensor '", name, "' has shape ",
-                it->second.sizes(), " but the model expects ", target.sizes());
-    target.copy_(it->second);
-  }
+  checkpoint::load_into(targets, saved, source);
 }
 
 LoadedModel load_checkpoint(const fs::path& step_dir, const models::BuildOptions& options) {

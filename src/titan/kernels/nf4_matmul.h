@@ -26,24 +26,37 @@ inline int64_t nf4_tile_rows(const Nf4Weight& w) {
       1, std::min<int64_t>(w.rows, kNf4TileElements / std::max<int64_t>(w.cols, 1)));
 }
 
-namespace detail {
+// An NF4 weight kept in an autograd context for the backward (its tensors, not a dequantised
+// copy), and read back; shared by every nf4_linear implementation.
+inline void save_nf4_weight(torch::autograd::AutogradContext* ctx, const Nf4Weight& w) {
+  ctx->saved_data["packed"] = w.packed;
+  ctx->saved_data["absmax"] = w.absmax;
+  ctx->saved_data["rows"] = w.rows;
+  ctx->saved_data["cols"] = w.cols;
+  ctx->saved_data["blocksize"] = w.blocksize;
+}
 
-inline Nf4Weight weight_from(const torch::autograd::AutogradContext* ctx) {
+inline Nf4Weight saved_nf4_weight(const torch::autograd::AutogradContext* ctx) {
   const auto& d = ctx->saved_data;
   return Nf4Weight{d.at("packed").toTensor(), d.at("absmax").toTensor(), d.at("rows").toInt(),
                    d.at("cols").toInt(), d.at("blocksize").toInt()};
 }
 
+namespace detail {
+
 // y [N, rows] = x [N, cols] @ W^T, tile by tile.
 inline at::Tensor tiled_forward(const at::Tensor& x, const Nf4Weight& w, DequantizeRowsFn rows_fn) {
   const int64_t tile = nf4_tile_rows(w);
-  at::Tensor out = at::empty({x.size(0), w.rows}, x.options());
   at::Tensor buffer = at::empty({tile, w.cols}, x.options());
+  if (tile == w.rows) {  // one tile: the whole product at once
+    rows_fn(w, 0, buffer);
+    return at::mm(x, buffer.t());
+  }
+  at::Tensor out = at::empty({x.size(0), w.rows}, x.options());
   for (int64_t r = 0; r < w.rows; r += tile) {
     const int64_t n = std::min(tile, w.rows - r);
     at::Tensor part = n == tile ? buffer : buffer.narrow(0, 0, n);
     rows_fn(w, r, part);
-    if (n == w.rows) return at::mm(x, part.t());  // one tile: the whole product at once
     out.narrow(1, r, n).copy_(at::mm(x, part.t()));
   }
   return out;
@@ -70,11 +83,7 @@ struct TiledNf4Linear : public torch::autograd::Function<TiledNf4Linear<kRows>> 
                             const at::Tensor& packed, const at::Tensor& absmax, int64_t rows,
                             int64_t cols, int64_t blocksize) {
     const Nf4Weight w{packed, absmax, rows, cols, blocksize};
-    ctx->saved_data["packed"] = packed;
-    ctx->saved_data["absmax"] = absmax;
-    ctx->saved_data["rows"] = rows;
-    ctx->saved_data["cols"] = cols;
-    ctx->saved_data["blocksize"] = blocksize;
+    save_nf4_weight(ctx, w);
     const at::Tensor flat = x.reshape({-1, cols}).contiguous();
     std::vector<int64_t> shape = x.sizes().vec();
     shape.back() = rows;
@@ -83,7 +92,7 @@ struct TiledNf4Linear : public torch::autograd::Function<TiledNf4Linear<kRows>> 
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
-    const Nf4Weight w = weight_from(ctx);
+    const Nf4Weight w = saved_nf4_weight(ctx);
     const at::Tensor& dy = grads[0];
     torch::autograd::variable_list out(6);
     if (!dy.defined()) return out;

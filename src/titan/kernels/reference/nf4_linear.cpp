@@ -3,6 +3,7 @@
 #include <torch/csrc/autograd/custom_function.h>
 
 #include "titan/kernels/nf4.h"
+#include "titan/kernels/nf4_matmul.h"
 #include "titan/kernels/reference/reference.h"
 
 namespace titan::kernels::reference {
@@ -15,19 +16,13 @@ struct Nf4LinearFunction : public torch::autograd::Function<Nf4LinearFunction> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& packed,
                             const at::Tensor& absmax, int64_t rows, int64_t cols,
                             int64_t blocksize) {
-    ctx->saved_data["packed"] = packed;
-    ctx->saved_data["absmax"] = absmax;
-    ctx->saved_data["rows"] = rows;
-    ctx->saved_data["cols"] = cols;
-    ctx->saved_data["blocksize"] = blocksize;
     const Nf4Weight w{packed, absmax, rows, cols, blocksize};
+    save_nf4_weight(ctx, w);
     return at::linear(x, dequantize_nf4(w, x.scalar_type()).to(x.device()));
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const auto& d = ctx->saved_data;
-    const Nf4Weight w{d.at("packed").toTensor(), d.at("absmax").toTensor(), d.at("rows").toInt(),
-                      d.at("cols").toInt(), d.at("blocksize").toInt()};
+    const Nf4Weight w = saved_nf4_weight(ctx);
     variable_list out(6);
     if (grads[0].defined())
       out[0] =

@@ -11,7 +11,8 @@ import json
 
 # The matrix multiplications (leaf ops: aten::matmul and aten::linear call these).
 GEMM_OPS = {"aten::mm", "aten::addmm", "aten::addmm_", "aten::bmm", "aten::baddbmm",
-            "aten::addbmm", "aten::_addmm_activation"}
+            "aten::addbmm", "aten::_addmm_activation",
+            "titan::gemm"}  # titan's CPU kernels' float32 GEMMs on oneDNN (kernels/cpu/gemm.h)
 
 
 def load_events(trace_path):

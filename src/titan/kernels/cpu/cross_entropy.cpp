@@ -1,13 +1,13 @@
 // The head and the loss on the CPU (op cross_entropy, implementation "fused").
 //
 // Chunk by chunk of rows: the logits GEMM into a buffer kept from one call to the next, then
-// per row one pass for the maximum and the sum of exponentials (vec::max_sum_exp), the row's
-// loss, and a second pass that overwrites the logits with their gradient, softmax -
+// per row a pass for its maximum, one that overwrites the logits with exp(logit - max) and sums
+// them (the row's loss), and one that scales them into their gradient, softmax -
 // one_hot(label), in the activations' dtype (as the CUDA kernel does); then the two gradient
-// GEMMs read that buffer. Gradients are computed in forward (the logits never outlive their
-// chunk) and backward scales them in place by the incoming gradient. reference, by contrast,
-// runs logsumexp (several passes), a float32 copy, exp, scatter and mask over [rows, vocab]
-// temporaries.
+// GEMMs read that buffer. The GEMMs are oneDNN's (gemm.h). Gradients are computed in forward (the
+// logits never outlive their chunk) and backward scales them in place by the incoming gradient.
+// reference, by contrast, runs logsumexp (several passes), a float32 copy, exp, scatter and mask
+// over [rows, vocab] temporaries.
 //
 // Every row is computed by one thread in a fixed order and the rows' losses are added in row
 // order, so the result does not depend on the thread count.
@@ -19,6 +19,7 @@
 #include <cmath>
 
 #include "titan/kernels/cpu/cpu_kernels.h"
+#include "titan/kernels/cpu/gemm.h"
 #include "titan/kernels/cpu/rows.h"
 
 namespace titan::kernels::cpu {
@@ -76,14 +77,19 @@ void loss_and_grad_rows(const at::Tensor& logits, const int64_t* labels, int64_t
         }
         continue;
       }
+      // Three passes over the row: its maximum (from memory), then exp(x - max) written to the
+      // gradient's row and summed, then the scale by 1 / sum; the last two find the row in
+      // this core's cache. One exp per element.
       const float* x = rows.read(r, scratch);
-      const vec::MaxSumExp ms = vec::max_sum_exp(x, vocab);
-      const double lse = static_cast<double>(ms.max) + std::log(ms.sum);
-      loss[r] = static_cast<float>(lse - static_cast<double>(x[label]));
-      if (!write_grad) continue;
+      const float x_label = x[label];
+      const float top = vec::max_of(x, vocab);
       // For bfloat16, x is `scratch` and becomes the gradient in place; for float32 x is the row.
-      float* out = rows.target(r, scratch);
-      vec::exp_shifted(x, static_cast<float>(lse), out, vocab);
+      float* out = write_grad ? rows.target(r, scratch) : nullptr;
+      const double sum = vec::exp_shifted_sum(x, top, out, vocab);
+      const double lse = static_cast<double>(top) + std::log(sum);
+      loss[r] = static_cast<float>(lse - static_cast<double>(x_label));
+      if (!write_grad) continue;
+      vec::scale(static_cast<float>(1.0 / sum), out, out, vocab);
       out[label] -= 1.0f;
       rows.write(r, out);
     }
@@ -113,23 +119,19 @@ class CrossEntropyFunction : public torch::autograd::Function<CrossEntropyFuncti
       const int64_t rows = std::min(chunk, n - start);
       const at::Tensor h = hidden.narrow(0, start, rows);
       at::Tensor logits = chunk_buffer(rows, vocab, dtype);
-      at::mm_out(logits, h, w.t());
+      gemm_out(h, w.t(), logits);
       loss_and_grad_rows(logits, labels.const_data_ptr<int64_t>() + start, ignore_index, write_grad,
                          row_loss.data() + start);
       if (grad_hidden) {
-        at::Tensor dh_rows = dh.narrow(0, start, rows);
-        at::mm_out(dh_rows, logits, w);
+        gemm_out(logits, w, dh.narrow(0, start, rows));
       }
       if (!grad_weight) continue;
       if (dtype == at::kFloat) {
-        if (start == 0)
-          at::mm_out(dw, logits.t(), h);
-        else
-          dw.addmm_(logits.t(), h);
+        gemm_out(logits.t(), h, dw, /*accumulate=*/start > 0);
       } else if (start == 0) {
-        dw.copy_(at::mm(logits.t(), h));
+        dw.copy_(gemm(logits.t(), h));
       } else {
-        dw.add_(at::mm(logits.t(), h));  // as reference: the GEMM in bfloat16, the sum in float32
+        dw.add_(gemm(logits.t(), h));  // as reference: the GEMM in bfloat16, the sum in float32
       }
     }
     double total = 0.0;

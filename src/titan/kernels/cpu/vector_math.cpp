@@ -109,50 +109,57 @@ float dot(const float* a, const float* b, int64_t n) {
 float sum_squares(const float* a, int64_t n) { return dot(a, a, n); }
 
 TITAN_VECTOR_CLONES
-MaxSumExp max_sum_exp(const float* x, int64_t n) {
-  // Per lane: the running maximum m, this block's float32 sum s of exp(x - m), and the float64
-  // sum S of the earlier blocks, relative to its own maximum M (M <= m).
-  constexpr int64_t kBlock = 64 * kLanes;
-  constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
-  float m[kLanes], s[kLanes] = {}, big_m[kLanes];
-  double big_s[kLanes] = {};
-  for (int l = 0; l < kLanes; ++l) m[l] = big_m[l] = kMinusInf;
-  // x > m: the sum so far scales by exp(m - x) and gains exp(0) = 1; otherwise it gains
-  // exp(x - m). Either way one exp, of -|x - m|.
-  auto add = [&](int l, float v) {
-    const float d = v - m[l];
-    const float e = exp_approx(d > 0 ? -d : d);
-    s[l] = d > 0 ? s[l] * e + 1.0f : s[l] + e;
-    m[l] = d > 0 ? v : m[l];
-  };
-  auto flush = [&] {
-    for (int l = 0; l < kLanes; ++l) {
-      if (s[l] == 0.0f) continue;
-      big_s[l] = (big_s[l] == 0.0 ? 0.0 : big_s[l] * std::exp(double{big_m[l]} - m[l])) + s[l];
-      big_m[l] = m[l];
-      s[l] = 0.0f;
-    }
-  };
+float max_of(const float* x, int64_t n) {
+  float lanes[kLanes];
+  for (int l = 0; l < kLanes; ++l) lanes[l] = -std::numeric_limits<float>::infinity();
   int64_t j = 0;
-  while (j + kLanes <= n) {
-    const int64_t block_end = std::min(n - n % kLanes, j + kBlock);
-    for (; j < block_end; j += kLanes)
-      for (int l = 0; l < kLanes; ++l) add(l, x[j + l]);
-    flush();
-  }
-  for (int l = 0; j < n; ++j, ++l) add(l, x[j]);
-  flush();
-  float top = kMinusInf;
-  for (int l = 0; l < kLanes; ++l) top = big_m[l] > top ? big_m[l] : top;
-  double sum = 0.0;
-  for (int l = 0; l < kLanes; ++l)
-    if (big_s[l] != 0.0) sum += big_s[l] * std::exp(double{big_m[l]} - top);
-  return {top, sum};
+  for (; j + kLanes <= n; j += kLanes)
+    for (int l = 0; l < kLanes; ++l) lanes[l] = x[j + l] > lanes[l] ? x[j + l] : lanes[l];
+  for (int l = 0; j < n; ++j, ++l) lanes[l] = x[j] > lanes[l] ? x[j] : lanes[l];
+  float top = lanes[0];
+  for (int l = 1; l < kLanes; ++l) top = lanes[l] > top ? lanes[l] : top;
+  return top;
 }
 
+namespace {
+
+// One block of exp_shifted_sum: at most kBlock elements, each lane's float32 sum added into its
+// float64 sum. kWrite false only sums.
+template <bool kWrite>
+__attribute__((always_inline)) inline void exp_shifted_block(const float* x, float shift,
+                                                             float* out, int64_t n, double* sums) {
+  float lanes[kLanes] = {};
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes)
+    for (int l = 0; l < kLanes; ++l) {
+      const float e = exp_approx(x[j + l] - shift);
+      if constexpr (kWrite) out[j + l] = e;
+      lanes[l] += e;
+    }
+  for (int l = 0; j < n; ++j, ++l) {
+    const float e = exp_approx(x[j] - shift);
+    if constexpr (kWrite) out[j] = e;
+    lanes[l] += e;
+  }
+  for (int l = 0; l < kLanes; ++l) sums[l] += lanes[l];
+}
+
+}  // namespace
+
 TITAN_VECTOR_CLONES
-void exp_shifted(const float* x, float shift, float* out, int64_t n) {
-  for (int64_t j = 0; j < n; ++j) out[j] = exp_approx(x[j] - shift);
+double exp_shifted_sum(const float* x, float shift, float* out, int64_t n) {
+  constexpr int64_t kBlock = 64 * kLanes;
+  double sums[kLanes] = {};
+  for (int64_t j = 0; j < n; j += kBlock) {
+    const int64_t len = std::min(kBlock, n - j);
+    if (out != nullptr)
+      exp_shifted_block<true>(x + j, shift, out + j, len, sums);
+    else
+      exp_shifted_block<false>(x + j, shift, nullptr, len, sums);
+  }
+  double sum = 0.0;
+  for (int l = 0; l < kLanes; ++l) sum += sums[l];
+  return sum;
 }
 
 TITAN_VECTOR_CLONES

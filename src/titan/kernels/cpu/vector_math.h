@@ -30,17 +30,12 @@ float dot(const float* a, const float* b, int64_t n);
 // sum_j a[j] * a[j]
 float sum_squares(const float* a, int64_t n);
 
-// max_j x[j] and sum_j exp(x[j] - max) in one pass (an online softmax: each of 16 lanes keeps
-// its running maximum and rescales its sum when the maximum grows, one exp per element). The
-// float32 sums of every block of 1024 elements are added into float64 per lane, and the lanes
-// merged in a fixed order, so the sum keeps about float64 accuracy over a whole vocabulary.
-struct MaxSumExp {
-  float max;
-  double sum;
-};
-MaxSumExp max_sum_exp(const float* x, int64_t n);
-// out[j] = exp(x[j] - shift) (the softmax, given shift = logsumexp(x); out may be x)
-void exp_shifted(const float* x, float shift, float* out, int64_t n);
+// max_j x[j] (a NaN may be skipped: it reaches the sum through exp_shifted_sum)
+float max_of(const float* x, int64_t n);
+// out[j] = exp(x[j] - shift), and sum_j out[j]; out may be x, or null to only sum. The float32
+// sums of every block of 1024 elements are added into float64 per lane, and the lanes merged in
+// a fixed order, so the sum keeps about float64 accuracy over a whole vocabulary.
+double exp_shifted_sum(const float* x, float shift, float* out, int64_t n);
 
 // sum_j x[j]^2 with each square and the sum in float64 (a float32 value squares exactly in
 // float64), 8 float64 lanes combined in a fixed order.

@@ -1,0 +1,51 @@
+#include "titan/kernels/cpu/gemm.h"
+
+#include <ATen/Context.h>
+#include <ATen/record_function.h>
+#include <c10/util/Exception.h>
+
+// ATen's oneDNN matmul: result = beta * result + alpha * (mat1 @ mat2) on dense tensors of any
+// strides (ATen/native/mkldnn/Matmul.h, which the torch wheel does not ship; the function is
+// exported from libtorch_cpu). Without a reduced-precision setting
+// (torch.backends.mkldnn.matmul.fp32_precision, left at its default "none") float32 is
+// computed in float32. With beta == 0 the result is not read.
+namespace at::native {
+TORCH_API void mkldnn_matmul(const at::Tensor& mat1, const at::Tensor& mat2,
+                             const at::Tensor& result, float beta, float alpha);
+}  // namespace at::native
+
+namespace titan::kernels::cpu {
+
+bool gemm_uses_onednn() { return at::hasMKLDNN(); }
+
+void gemm_out(const at::Tensor& a, const at::Tensor& b, const at::Tensor& out, bool accumulate) {
+  TORCH_CHECK(a.dim() == 2 && b.dim() == 2 && out.dim() == 2 && a.size(1) == b.size(0) &&
+                  out.size(0) == a.size(0) && out.size(1) == b.size(1),
+              "gemm: [M, K] @ [K, N] -> [M, N] expected, got ", a.sizes(), " @ ", b.sizes(), " -> ",
+              out.sizes());
+  TORCH_CHECK(a.is_cpu() && b.is_cpu() && out.is_cpu(), "gemm: CPU tensors expected");
+  TORCH_CHECK(a.scalar_type() == b.scalar_type() && a.scalar_type() == out.scalar_type(),
+              "gemm: one dtype expected, got ", a.scalar_type(), ", ", b.scalar_type(), " -> ",
+              out.scalar_type());
+  if (out.numel() == 0) return;
+  // An empty inner dimension, and dtypes other than float32, take ATen (which sends bfloat16 to
+  // oneDNN itself).
+  if (a.scalar_type() != at::kFloat || a.size(1) == 0 || !gemm_uses_onednn()) {
+    if (accumulate)
+      out.addmm_(a, b);
+    else
+      at::mm_out(const_cast<at::Tensor&>(out), a, b);
+    return;
+  }
+  // Named for the profiler (profiling.* traces), as aten::mm is: oneDNN's matmul is not an op.
+  RECORD_FUNCTION("titan::gemm", std::vector<c10::IValue>({a, b}));
+  at::native::mkldnn_matmul(a, b, out, accumulate ? 1.0f : 0.0f, 1.0f);
+}
+
+at::Tensor gemm(const at::Tensor& a, const at::Tensor& b) {
+  at::Tensor out = at::empty({a.size(0), b.size(1)}, a.options());
+  gemm_out(a, b, out);
+  return out;
+}
+
+}  // namespace titan::kernels::cpu

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "titan/kernels/cpu/cpu_kernels.h"
+#include "titan/kernels/cpu/gemm.h"
 #include "titan/kernels/cpu/rows.h"
 
 namespace titan::kernels::cpu {
@@ -87,8 +88,7 @@ template <typename WeightOf>
 void per_expert_mm(const std::vector<int64_t>& offsets, const at::Tensor& a, at::Tensor& out,
                    WeightOf b) {
   for_each_expert(offsets, [&](int64_t e, int64_t begin, int64_t n) {
-    at::Tensor out_rows = out.narrow(0, begin, n);
-    at::mm_out(out_rows, a.narrow(0, begin, n), b(e));
+    gemm_out(a.narrow(0, begin, n), b(e), out.narrow(0, begin, n));
   });
 }
 
@@ -233,8 +233,7 @@ class MoeExpertsFunction : public torch::autograd::Function<MoeExpertsFunction> 
     per_expert_mm(offsets, dy, da, [&](int64_t e) { return down[e]; });
     at::Tensor ddown = zero_where_empty(at::empty_like(down), offsets);
     for_each_expert(offsets, [&](int64_t e, int64_t begin, int64_t n) {
-      at::Tensor ddown_e = ddown[e];
-      at::mm_out(ddown_e, dy.narrow(0, begin, n).t(), a.narrow(0, begin, n));
+      gemm_out(dy.narrow(0, begin, n).t(), a.narrow(0, begin, n), ddown[e]);
     });
     at::Tensor dh = at::empty_like(h);
     swiglu_backward_rows(h, da, dh);
@@ -243,8 +242,7 @@ class MoeExpertsFunction : public torch::autograd::Function<MoeExpertsFunction> 
     const at::Tensor xs = x.index_select(0, token_of_row);
     at::Tensor dgate_up = zero_where_empty(at::empty_like(gate_up), offsets);
     for_each_expert(offsets, [&](int64_t e, int64_t begin, int64_t n) {
-      at::Tensor dgate_up_e = dgate_up[e];
-      at::mm_out(dgate_up_e, dh.narrow(0, begin, n).t(), xs.narrow(0, begin, n));
+      gemm_out(dh.narrow(0, begin, n).t(), xs.narrow(0, begin, n), dgate_up[e]);
     });
     at::Tensor dx = at::empty_like(x);
     combine_tokens(dxs, at::Tensor(), row_of_slot, dx);

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "titan/common/error.h"
+#include "titan/kernels/linear.h"
 #include "titan/models/common/activation_checkpoint.h"
 
 namespace titan::models {
@@ -74,7 +75,7 @@ at::Tensor adapted_experts(const at::Tensor& weight, const ExpertsAdapter& adapt
 
 at::Tensor Linear::project(const at::Tensor& x) const {
   const auto dt = x.scalar_type();
-  at::Tensor y = nf4 ? nf4_linear(x, nf4->resolved()) : at::linear(x, weight.to(dt));
+  at::Tensor y = nf4 ? nf4_linear(x, nf4->resolved()) : kernels::linear(x, weight.to(dt));
   if (adapter) y = y + lora_term(x, *adapter);
   return y;
 }

@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "titan/kernels/linear.h"
 #include "titan/kernels/override_resolver.h"
 #include "titan/models/common/activation_checkpoint.h"
 #include "titan/models/common/moe.h"
@@ -256,7 +257,7 @@ at::Tensor Qwen3Block::attention(const at::Tensor& normed, const RopeTables& rop
   const int64_t B = x.size(0), S = x.size(1), d = head_dim_;
   auto project = [&](const Linear& l) {
     const at::Tensor y =
-        l.plain() ? at::linear(x, l.weight.to(dt), cast(l.bias, dt)) : l.forward(x);
+        l.plain() ? kernels::linear(x, l.weight.to(dt), cast(l.bias, dt)) : l.forward(x);
     return y.view({B, S, -1, d});
   };
   const at::Tensor q_normed = norm(kernels_.q_norm, project(q_proj_), q_norm_);
@@ -286,7 +287,7 @@ at::Tensor Qwen3Block::attention(const at::Tensor& normed, const RopeTables& rop
   const at::Tensor o =
       kernels_.attention(q, k, v, scale, past, document_ids).transpose(1, 2).reshape({B, S, -1});
   if (!tp_.active()) {
-    if (o_proj_.plain()) return at::linear(o, o_proj_.weight.to(dt), cast(o_proj_.bias, dt));
+    if (o_proj_.plain()) return kernels::linear(o, o_proj_.weight.to(dt), cast(o_proj_.bias, dt));
     return o_proj_.forward(o);
   }
   // Row-parallel: this rank's heads' share (and its adapter's, whose A holds this rank's

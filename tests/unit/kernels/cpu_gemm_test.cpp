@@ -1,5 +1,6 @@
 // The CPU kernels' GEMM (kernels/cpu/gemm.h) against a float64 at::mm: every layout the kernels
-// pass (transposed operands, a narrowed output whose rows are longer than it, accumulation),
+// pass (transposed operands, a narrowed output whose rows are longer than it, accumulation) and
+// those left to ATen (a transposed output, an operand with no unit stride),
 // an output full of NaN that must not be read, the empty and one-element edges, bfloat16
 // through ATen, and the same bits at 1 and 2 threads.
 #include <gtest/gtest.h>
@@ -51,6 +52,12 @@ TEST(CpuGemm, EqualsFloat64ProductForEveryLayout) {
   expect_close(wide.narrow(1, 5, 53), x, w.t());
   EXPECT_TRUE(at::equal(wide.narrow(1, 0, 5), at::full({37, 5}, 7.0f)));
   EXPECT_TRUE(at::equal(wide.narrow(1, 58, 12), at::full({37, 12}, 7.0f)));
+  // A transposed output and an operand with no unit stride (ATen's path).
+  at::Tensor yt = at::empty({53, 37});
+  cpu::gemm_out(x, w.t(), yt.t());
+  expect_close(yt.t(), x, w.t());
+  const at::Tensor every_other = at::randn({37, 38}).slice(1, 0, 38, 2);
+  expect_close(cpu::gemm(every_other, w.t()), every_other, w.t());
   EXPECT_TRUE(cpu::gemm(x, w.t()).is_contiguous());
   expect_close(cpu::gemm(x, w.t()), x, w.t());
 }

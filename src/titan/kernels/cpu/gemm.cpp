@@ -15,6 +15,15 @@ TORCH_API void mkldnn_matmul(const at::Tensor& mat1, const at::Tensor& mat2,
 }  // namespace at::native
 
 namespace titan::kernels::cpu {
+namespace {
+
+bool unit_stride(const at::Tensor& m) {
+  return m.stride(0) == 1 || m.stride(1) == 1 || m.size(0) == 1 || m.size(1) == 1;
+}
+
+bool rows_contiguous(const at::Tensor& m) { return m.stride(1) == 1 || m.size(1) == 1; }
+
+}  // namespace
 
 bool gemm_uses_onednn() { return at::hasMKLDNN(); }
 
@@ -28,9 +37,12 @@ void gemm_out(const at::Tensor& a, const at::Tensor& b, const at::Tensor& out, b
               "gemm: one dtype expected, got ", a.scalar_type(), ", ", b.scalar_type(), " -> ",
               out.scalar_type());
   if (out.numel() == 0) return;
-  // An empty inner dimension, and dtypes other than float32, take ATen (which sends bfloat16 to
-  // oneDNN itself).
-  if (a.scalar_type() != at::kFloat || a.size(1) == 0 || !gemm_uses_onednn()) {
+  // An empty inner dimension, dtypes other than float32 (ATen sends bfloat16 to oneDNN
+  // itself) and layouts oneDNN's fast kernels do not take take ATen: an output whose rows are
+  // not contiguous (a transposed one runs oneDNN's reference loop, hundreds of times slower)
+  // and an operand with no unit stride.
+  if (a.scalar_type() != at::kFloat || a.size(1) == 0 || !gemm_uses_onednn() ||
+      !rows_contiguous(out) || !unit_stride(a) || !unit_stride(b)) {
     if (accumulate)
       out.addmm_(a, b);
     else

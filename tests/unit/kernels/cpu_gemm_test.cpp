@@ -1,6 +1,6 @@
 // The CPU kernels' GEMM (kernels/cpu/gemm.h) against a float64 at::mm: every layout the kernels
 // pass (transposed operands, a narrowed output whose rows are longer than it, accumulation) and
-// those left to ATen (a transposed output, an operand with no unit stride),
+// those left to ATen (a transposed output, an operand with no unit stride, a small product),
 // an output full of NaN that must not be read, the empty and one-element edges, bfloat16
 // through ATen, and the same bits at 1 and 2 threads.
 #include <gtest/gtest.h>
@@ -35,40 +35,55 @@ void expect_close(const at::Tensor& got, const at::Tensor& a, const at::Tensor& 
 }
 
 TEST(CpuGemm, EqualsFloat64ProductForEveryLayout) {
-  EXPECT_TRUE(cpu::gemm_uses_onednn());  // the torch wheel has oneDNN: this tests its path
+  ASSERT_TRUE(cpu::gemm_uses_onednn());  // the torch wheel has oneDNN: this tests its path
   at::manual_seed(3);
-  const at::Tensor x = at::randn({37, 19}), w = at::randn({53, 19}), g = at::randn({37, 53});
+  const at::Tensor x = at::randn({67, 96}), w = at::randn({131, 96}), g = at::randn({67, 131});
   // y = x w^T (a transposed right operand), dx = g w, dw = g^T x (a transposed left one).
-  at::Tensor y = at::empty({37, 53}), dx = at::empty({37, 19}), dw = at::empty({53, 19});
+  at::Tensor y = at::empty({67, 131}), dx = at::empty({67, 96}), dw = at::empty({131, 96});
+  EXPECT_TRUE(cpu::gemm_runs_on_onednn(x, w.t(), y));
+  EXPECT_TRUE(cpu::gemm_runs_on_onednn(g, w, dx));
+  EXPECT_TRUE(cpu::gemm_runs_on_onednn(g.t(), x, dw));
   cpu::gemm_out(x, w.t(), y);
   cpu::gemm_out(g, w, dx);
   cpu::gemm_out(g.t(), x, dw);
   expect_close(y, x, w.t());
   expect_close(dx, g, w);
   expect_close(dw, g.t(), x);
-  // Into columns 5..57 of a wider buffer: rows of 70 elements, 53 of them written.
-  at::Tensor wide = at::full({37, 70}, 7.0f);
-  cpu::gemm_out(x, w.t(), wide.narrow(1, 5, 53));
-  expect_close(wide.narrow(1, 5, 53), x, w.t());
-  EXPECT_TRUE(at::equal(wide.narrow(1, 0, 5), at::full({37, 5}, 7.0f)));
-  EXPECT_TRUE(at::equal(wide.narrow(1, 58, 12), at::full({37, 12}, 7.0f)));
-  // A transposed output and an operand with no unit stride (ATen's path).
-  at::Tensor yt = at::empty({53, 37});
-  cpu::gemm_out(x, w.t(), yt.t());
-  expect_close(yt.t(), x, w.t());
-  const at::Tensor every_other = at::randn({37, 38}).slice(1, 0, 38, 2);
-  expect_close(cpu::gemm(every_other, w.t()), every_other, w.t());
+  // Into columns 5..135 of a wider buffer: rows of 150 elements, 131 of them written.
+  at::Tensor wide = at::full({67, 150}, 7.0f);
+  EXPECT_TRUE(cpu::gemm_runs_on_onednn(x, w.t(), wide.narrow(1, 5, 131)));
+  cpu::gemm_out(x, w.t(), wide.narrow(1, 5, 131));
+  expect_close(wide.narrow(1, 5, 131), x, w.t());
+  EXPECT_TRUE(at::equal(wide.narrow(1, 0, 5), at::full({67, 5}, 7.0f)));
+  EXPECT_TRUE(at::equal(wide.narrow(1, 136, 14), at::full({67, 14}, 7.0f)));
   EXPECT_TRUE(cpu::gemm(x, w.t()).is_contiguous());
   expect_close(cpu::gemm(x, w.t()), x, w.t());
 }
 
+// A transposed output, an operand with no unit stride and a small product: ATen's at::mm.
+TEST(CpuGemm, LeavesOtherLayoutsAndSmallProductsToATen) {
+  at::manual_seed(8);
+  const at::Tensor x = at::randn({67, 96}), w = at::randn({131, 96});
+  at::Tensor yt = at::empty({131, 67});
+  EXPECT_FALSE(cpu::gemm_runs_on_onednn(x, w.t(), yt.t()));
+  cpu::gemm_out(x, w.t(), yt.t());
+  expect_close(yt.t(), x, w.t());
+  const at::Tensor every_other = at::randn({67, 192}).slice(1, 0, 192, 2);  // strides (192, 2)
+  EXPECT_FALSE(cpu::gemm_runs_on_onednn(every_other, w.t(), at::empty({67, 131})));
+  expect_close(cpu::gemm(every_other, w.t()), every_other, w.t());
+  const at::Tensor row = at::randn({1, 96}), square = at::randn({96, 96});
+  EXPECT_FALSE(cpu::gemm_runs_on_onednn(row, square, at::empty({1, 96})));
+  expect_close(cpu::gemm(row, square), row, square);
+}
+
 TEST(CpuGemm, AccumulatesOrIgnoresWhatTheOutputHeld) {
   at::manual_seed(4);
-  const at::Tensor a = at::randn({16, 300}), b = at::randn({300, 24}), c = at::randn({16, 24});
+  const at::Tensor a = at::randn({32, 300}), b = at::randn({300, 48}), c = at::randn({32, 48});
   at::Tensor acc = c.clone();
+  EXPECT_TRUE(cpu::gemm_runs_on_onednn(a, b, acc));
   cpu::gemm_out(a, b, acc, /*accumulate=*/true);
   expect_close(acc, a, b, c);
-  at::Tensor nan = at::full({16, 24}, std::numeric_limits<float>::quiet_NaN());
+  at::Tensor nan = at::full({32, 48}, std::numeric_limits<float>::quiet_NaN());
   cpu::gemm_out(a, b, nan);
   EXPECT_FALSE(nan.isnan().any().item<bool>());
   expect_close(nan, a, b);
@@ -108,6 +123,7 @@ TEST(CpuGemm, RejectsMismatchedShapesAndDtypes) {
 TEST(CpuGemm, SameBitsAtOneAndTwoThreads) {
   at::manual_seed(7);
   const at::Tensor h = at::randn({64, 32}), w = at::randn({5003, 32}), g = at::randn({64, 5003});
+  EXPECT_TRUE(cpu::gemm_runs_on_onednn(g.t(), h, at::empty({5003, 32})));
   const int threads = at::get_num_threads();
   at::Tensor r[2][3];
   for (int t : {1, 2}) {

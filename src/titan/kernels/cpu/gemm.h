@@ -1,8 +1,9 @@
 // Matrix products of the CPU kernels. float32 goes to oneDNN's matmul (the library ATen uses
 // for bfloat16 on the CPU): ATen's float32 at::mm calls MKL's sgemm, which on some x86 CPUs
 // (AMD's, where MKL does not use its AVX-512 code) runs at about half of oneDNN's speed on the
-// same shapes, with the same float32 arithmetic (bench/RESULTS.md). Other dtypes, and a torch
-// built without oneDNN, take ATen's at::mm. See docs/kernels.md.
+// same shapes, with the same float32 arithmetic (bench/RESULTS.md). Products under 2^18
+// multiply-adds (where oneDNN's per-call cost dominates), other dtypes, and a torch built without
+// oneDNN take ATen's at::mm. See docs/kernels.md.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -18,7 +19,10 @@ void gemm_out(const at::Tensor& a, const at::Tensor& b, const at::Tensor& out,
 // a @ b into a new [M, N] tensor.
 at::Tensor gemm(const at::Tensor& a, const at::Tensor& b);
 
-// Whether gemm_out runs float32 on oneDNN in this build (false: ATen's at::mm).
+// Whether this build runs float32 GEMMs on oneDNN at all (false: always ATen's at::mm).
 bool gemm_uses_onednn();
+
+// Whether gemm_out(a, b, out) runs on oneDNN (false: ATen's at::mm).
+bool gemm_runs_on_onednn(const at::Tensor& a, const at::Tensor& b, const at::Tensor& out);
 
 }  // namespace titan::kernels::cpu

@@ -9,6 +9,7 @@
 
 #include <string>
 
+#include "relative_error.h"
 #include "titan/kernels/cpu/cpu_kernels.h"
 #include "titan/kernels/reference/reference.h"
 
@@ -17,13 +18,7 @@ namespace {
 
 constexpr int64_t kIgnore = -100;
 
-// max |a - b| / max |b| (normwise; 0 against 0 is 0).
-double relative_error(const at::Tensor& a, const at::Tensor& b) {
-  const at::Tensor a64 = a.detach().to(at::kDouble), b64 = b.detach().to(at::kDouble);
-  const double scale = b64.abs().max().item<double>();
-  const double diff = (a64 - b64).abs().max().item<double>();
-  return scale == 0 ? diff : diff / scale;
-}
+using testing::relative_error;
 
 struct Result {
   at::Tensor loss, grad_hidden, grad_weight;

@@ -9,16 +9,13 @@
 
 #include <limits>
 
+#include "relative_error.h"
 #include "titan/kernels/cpu/gemm.h"
 
 namespace titan::kernels {
 namespace {
 
-// max |a - b| / max |b| (normwise).
-double relative_error(const at::Tensor& a, const at::Tensor& b) {
-  const at::Tensor a64 = a.to(at::kDouble), b64 = b.to(at::kDouble);
-  return (a64 - b64).abs().max().item<double>() / b64.abs().max().item<double>();
-}
+using testing::relative_error;
 
 // The float64 product of the float32 operands, and float32 at::mm's own error against it: the
 // oneDNN product must be as close as MKL's (within 4x: a different summation order).

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "relative_error.h"
 #include "titan/kernels/reference/reference.h"
 #include "titan/kernels/registry.h"
 
@@ -25,14 +26,7 @@ OpFunctionOf<op> implementation(const std::string& name) {
 // False in a build without TITAN_CUDA (libtorch_cuda is not linked) and on a machine with no GPU.
 bool have_cuda() { return at::hasCUDA(); }
 
-// max |a - b| / max |b|: normwise, so elements near zero do not dominate.
-double relative_error(const at::Tensor& a, const at::Tensor& b) {
-  const at::Tensor a64 = a.detach().to(at::kCPU, at::kDouble);
-  const at::Tensor b64 = b.detach().to(at::kCPU, at::kDouble);
-  const double scale = b64.abs().max().item<double>();
-  const double diff = (a64 - b64).abs().max().item<double>();
-  return scale == 0 ? diff : diff / scale;
-}
+using testing::relative_error;
 
 // One evaluation of an op: its outputs and the gradients of its differentiable inputs.
 using Outputs = std::vector<at::Tensor>;

@@ -3,15 +3,13 @@
 // (at::linear itself).
 #include <gtest/gtest.h>
 
+#include "relative_error.h"
 #include "titan/kernels/linear.h"
 
 namespace titan::kernels {
 namespace {
 
-double relative_error(const at::Tensor& a, const at::Tensor& b) {
-  const at::Tensor a64 = a.to(at::kDouble), b64 = b.to(at::kDouble);
-  return (a64 - b64).abs().max().item<double>() / b64.abs().max().item<double>();
-}
+using testing::relative_error;
 
 struct Grads {
   at::Tensor y, dx, dw, db;

@@ -19,8 +19,8 @@ at::Tensor moe_experts(const at::Tensor& x, const Routing& routing, const at::Te
                        const at::Tensor& down);
 
 // The cross_entropy op: per chunk of rows the logits GEMM into a buffer reused across calls,
-// one pass per row for its maximum and sum of exponentials, the loss and the logits' gradient
-// written in place, then the two gradient GEMMs (cross_entropy.cpp).
+// per row a pass for its maximum, one writing exp(logit - max) in place and summing it (the loss)
+// and one scaling that into the logits' gradient, then the two gradient GEMMs (cross_entropy.cpp).
 at::Tensor cross_entropy(const at::Tensor& hidden, const at::Tensor& weight,
                          const at::Tensor& labels, int64_t ignore_index);
 // The same with `chunk_rows` rows per chunk (0: automatic, at most 2^27 logits per chunk).

@@ -85,7 +85,7 @@ at::Tensor zero_where_empty(at::Tensor grad, const std::vector<int64_t>& offsets
 
 // out[rows of e] = a[rows of e] @ b(e) for every expert that received rows; b(e) is a view.
 template <typename WeightOf>
-void per_expert_mm(const std::vector<int64_t>& offsets, const at::Tensor& a, at::Tensor& out,
+void per_expert_mm(const std::vector<int64_t>& offsets, const at::Tensor& a, const at::Tensor& out,
                    WeightOf b) {
   for_each_expert(offsets, [&](int64_t e, int64_t begin, int64_t n) {
     gemm_out(a.narrow(0, begin, n), b(e), out.narrow(0, begin, n));

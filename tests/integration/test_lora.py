@@ -296,6 +296,45 @@ def test_qlora_trains_as_lora_on_the_dequantised_base(bases, small_corpus, tmp_p
         torch.testing.assert_close(merged[name], other[name], rtol=0, atol=1e-5)
 
 
+def test_qlora_merged_export_is_the_dequantised_base_plus_the_adapters_bit_for_bit(
+        bases, small_corpus, tmp_path):
+    """The merged export dequantises each NF4 weight as it writes it: every projection is
+    bitsandbytes' dequantisation of the base weight's NF4 plus B A alpha/r from the PEFT export,
+    bit for bit (float32); every other tensor is the base's."""
+    torch.set_num_threads(1)  # titan's runs use one thread: the same float32 sums
+    base = bases / "dense"
+    job = tmp_path / "qlora"
+    run_titan(*train_titan(base, job, small_corpus, "--lora.base_quantization", "nf4",
+                           "--lora.double_quantization", "false", "--lora.export_format",
+                           "both"))
+    merged = load_file(job / "hf" / f"step-{STEPS}" / "model.safetensors")
+    adapter = load_file(job / "hf" / f"step-{STEPS}-adapter" / "adapter_model.safetensors")
+    functional = pytest.importorskip("bitsandbytes.functional")
+    from bitsandbytes.backends.default.ops import _dequantize_4bit_compute
+    from bitsandbytes.backends.utils import _get_4bit_code
+
+    code = _get_4bit_code("nf4", torch.device("cpu"))
+    weights = load_file(base / "model.safetensors")
+    assert set(merged) == set(weights)
+    projections = 0
+    for name, w in weights.items():
+        module = name[:-len(".weight")]
+        a_key = f"base_model.model.{module}.lora_A.weight"
+        if a_key not in adapter:
+            assert torch.equal(merged[name], w), name
+            continue
+        packed, state = functional.quantize_4bit(w, blocksize=64, quant_type="nf4",
+                                                 compress_statistics=False)
+        dequantised = _dequantize_4bit_compute(packed.reshape(-1), state.absmax, code, 64,
+                                               w.shape, torch.float32)
+        a = adapter[a_key]
+        b = adapter[f"base_model.model.{module}.lora_B.weight"]
+        expected = dequantised + torch.mm(b, a) * (ALPHA / RANK)
+        assert torch.equal(merged[name], expected), (name, (merged[name] - expected).abs().max())
+        projections += 1
+    assert projections == 2 * len(LINEARS)
+
+
 def error_of(proc):
     assert proc.returncode != 0, proc.stdout[-2000:]
     return proc.stderr

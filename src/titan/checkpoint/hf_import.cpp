@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include "titan/checkpoint/safetensors.h"
 #include "titan/common/box_tensor.h"
@@ -24,9 +25,36 @@ nlohmann::json read_hf_config(const std::string& dir) {
   }
 }
 
+HfWeights::HfWeights(const std::string& dir, const models::ModelSpec& spec,
+                     const NamedTensors& expected)
+    : dir_(dir), files_(SafetensorsDirectory::open(dir)) {
+  models::LazyTensors lazy;
+  try {
+    lazy = spec.adapter.from_hf(
+        files_.keys(), [&](const std::string& key) { return files_.tensor(key); }, expected);
+  } catch (const Error& e) {
+    fail(dir, ": ", e.what());
+  }
+  for (auto& [name, t] : lazy) tensors_.emplace(name, std::move(t));
+  for (const auto& [name, want] : expected) {
+    auto it = tensors_.find(name);
+    TITAN_CHECK(it != tensors_.end(), dir, ": the checkpoint provides no tensor for ", name);
+    const at::Tensor& preview = it->second.preview;
+    TITAN_CHECK(preview.sizes() == want.sizes(), dir, ": tensor for ", name, " has shape ",
+                preview.sizes(), ", the model expects ", want.sizes());
+    TITAN_CHECK(preview.is_floating_point(), dir, ": tensor for ", name, " has dtype ",
+                preview.scalar_type(), ", expected a floating-point type");
+  }
+}
+
+at::Tensor HfWeights::read(const std::string& name) const {
+  auto it = tensors_.find(name);
+  TITAN_CHECK(it != tensors_.end(), dir_, ": the checkpoint provides no tensor for ", name);
+  return it->second.read();
+}
+
 void load_hf_weights(models::Model& model, const models::ModelSpec& spec, const std::string& dir,
                      const TensorLayout& layout) {
-  const SafetensorsDirectory files = SafetensorsDirectory::open(dir);
   const NamedTensors params = model.named_parameters();
   // What the adapter must produce: the full shapes (meta tensors cost nothing).
   NamedTensors expected;
@@ -36,37 +64,29 @@ void load_hf_weights(models::Model& model, const models::ModelSpec& spec, const 
     expected.emplace_back(name,
                           at::empty(pieces.back().global_shape, p.options().device(at::kMeta)));
   }
-  NamedTensors loaded;
-  try {
-    loaded = spec.adapter.from_hf(
-        files.keys(), [&](const std::string& key) { return files.tensor(key); }, expected);
-  } catch (const Error& e) {
-    fail(dir, ": ", e.what());
-  }
-  std::map<std::string, at::Tensor> by_name(loaded.begin(), loaded.end());
-  for (size_t i = 0; i < params.size(); ++i) {
-    const std::string& name = params[i].first;
-    auto it = by_name.find(name);
-    TITAN_CHECK(it != by_name.end(), dir, ": the checkpoint provides no tensor for ", name);
-    TITAN_CHECK(it->second.sizes() == expected[i].second.sizes(), dir, ": tensor for ", name,
-                " has shape ", it->second.sizes(), ", the model expects ",
-                expected[i].second.sizes());
-    TITAN_CHECK(it->second.is_floating_point(), dir, ": tensor for ", name, " has dtype ",
-                it->second.scalar_type(), ", expected a floating-point type");
-  }
+  const HfWeights weights(dir, spec, expected);
+  // One tensor at a time, its mapped pages dropped from memory every so often.
+  constexpr int64_t kReleaseEvery = int64_t{64} << 20;
+  int64_t read_since_release = 0;
   at::NoGradGuard no_grad;
   for (size_t i = 0; i < params.size(); ++i) {
     at::Tensor target = params[i].second;
-    const at::Tensor& full = by_name.at(params[i].first);
+    const at::Tensor full = weights.read(params[i].first);
     if (pieces[i].whole) {
       target.copy_(full);
-      continue;
+    } else {
+      // This rank's box, read straight from the (memory-mapped) file's tensor.
+      target.zero_();  // the padding
+      real_part(target, pieces[i].box)
+          .copy_(narrow_to(full, whole_box(pieces[i].global_shape), pieces[i].box));
     }
-    // This rank's box, read straight from the (memory-mapped) file's tensor.
-    target.zero_();  // the padding
-    real_part(target, pieces[i].box)
-        .copy_(narrow_to(full, whole_box(pieces[i].global_shape), pieces[i].box));
+    read_since_release += full.numel() * static_cast<int64_t>(full.element_size());
+    if (read_since_release >= kReleaseEvery) {
+      weights.release_pages();
+      read_since_release = 0;
+    }
   }
+  weights.release_pages();
 }
 
 }  // namespace titan::checkpoint

@@ -32,6 +32,8 @@ class SafetensorsFile {
   // A CPU tensor viewing the mapped bytes (zero-copy; keeps the mapping alive). F32, BF16,
   // F16, F64, I64, I32, I16, I8, U8 and BOOL are supported; others throw naming the dtype.
   at::Tensor tensor(const std::string& name) const;
+  // Drops the mapped pages read so far from this process's memory (MappedFile::release_pages).
+  void release_pages() const;
 
  private:
   struct Impl;
@@ -48,6 +50,7 @@ class SafetensorsDirectory {
   bool contains(const std::string& name) const;
   const TensorInfo& info(const std::string& name) const;
   at::Tensor tensor(const std::string& name) const;  // throws naming the key and directory
+  void release_pages() const;                        // of every file
 
  private:
   std::vector<SafetensorsFile> files_;

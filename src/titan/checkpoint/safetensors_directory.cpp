@@ -120,4 +120,8 @@ at::Tensor SafetensorsDirectory::tensor(const std::string& name) const {
   return files_[it->second].tensor(name);
 }
 
+void SafetensorsDirectory::release_pages() const {
+  for (const SafetensorsFile& file : files_) file.release_pages();
+}
+
 }  // namespace titan::checkpoint

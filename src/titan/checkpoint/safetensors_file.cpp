@@ -78,4 +78,6 @@ at::Tensor SafetensorsFile::tensor(const std::string& name) const {
       data, t.shape, [keep_alive](void*) mutable { keep_alive.reset(); }, options);
 }
 
+void SafetensorsFile::release_pages() const { impl_->file->release_pages(); }
+
 }  // namespace titan::checkpoint

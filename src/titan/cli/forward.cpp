@@ -30,7 +30,8 @@ constexpr const char* kUsage =
     "or of a training checkpoint (step-N folder),\n"
     "with titan's native model, or with --backend transformers Transformers' own model of it,\n"
     "for one sequence and writes them, as float32 under the key `logits`, to --output.\n"
-    "  --dtype          compute dtype (parameters stay float32); default float32\n"
+    "  --dtype          the dtype the weights are loaded and computed in (from_pretrained's\n"
+    "                   dtype); default float32\n"
     "  --grads-output   also compute the causal-LM loss with labels = the tokens (shifted\n"
     "                   inside, mean over predicted tokens, plus the MoE auxiliary loss when\n"
     "                   config.json has output_router_logits=true), backpropagate, and\n"
@@ -128,6 +129,7 @@ int run_forward(const Args& args) {
 
   models::BuildOptions build;
   build.compute_dtype = o.dtype == "bfloat16" ? at::kBFloat16 : at::kFloat;
+  build.param_dtype = build.compute_dtype;  // loaded in that dtype, as from_pretrained(dtype=)
   LoadedModel loaded =
       load_model(o.model_dir, build, o.backend == "transformers" ? "transformers" : "");
   models::Model* model = loaded.model.get();

@@ -67,7 +67,7 @@ int run_generate(const Args& args) {
               "titan generate: --max-new-tokens, --temperature and --top-k must not be negative");
   models::BuildOptions options;
   options.device = train::resolve_device(flags.get("--device", "auto"));
-  if (options.device.is_cuda()) options.compute_dtype = at::kBFloat16;
+  if (options.device.is_cuda()) options.compute_dtype = options.param_dtype = at::kBFloat16;
   LoadedModel loaded = load_model(flags.require("--model"), options);
   const std::string tokenizer_dir = flags.get("--tokenizer", loaded.tokenizer_dir);
   TITAN_CHECK(!tokenizer_dir.empty(), "titan generate: no tokenizer.json next to the model; ",

@@ -8,11 +8,21 @@
 #include "titan/checkpoint/training_checkpoint.h"
 #include "titan/common/error.h"
 #include "titan/lora/base_fingerprint.h"
+#include "titan/models/materialize.h"
 
 namespace fs = std::filesystem;
 
 namespace titan::cli {
 namespace {
+
+// Storage for every parameter of a model built on the meta device, uninitialised: a load fills
+// it next, tensor by tensor.
+void allocate(models::Model& model, const models::BuildOptions& options) {
+  if (!models::has_meta_parameters(model)) return;
+  models::MaterializeOptions where;
+  where.device = options.device;
+  models::materialize(model, nullptr, where);
+}
 
 LoadedModel load_hf(const std::string& dir, const models::BuildOptions& options,
                     const std::string& spec_name) {
@@ -23,8 +33,12 @@ LoadedModel load_hf(const std::string& dir, const models::BuildOptions& options,
                                : &models::get_model_spec(spec_name);
   models::BuildOptions opts = options;
   opts.init_weights = false;
+  opts.meta_parameters = true;
   out.model = out.spec->build_from_hf_config(hf_config, config_path, opts);
-  if (!out.spec->loads_pretrained_in_build) checkpoint::load_hf_weights(*out.model, *out.spec, dir);
+  if (!out.spec->loads_pretrained_in_build) {
+    allocate(*out.model, opts);
+    checkpoint::load_hf_weights(*out.model, *out.spec, dir);
+  }
   if (fs::exists(fs::path(dir) / "tokenizer.json")) out.tokenizer_dir = dir;
   return out;
 }
@@ -36,22 +50,26 @@ void load_lora_checkpoint(LoadedModel& out, const nlohmann::json& hf_config,
                           const NamedTensors& saved, const std::string& source) {
   const lora::LoraSetup& setup = *out.lora;
   const std::string& base = setup.base.source;
+  // The base is read (or drawn) weight by weight as the adapters are put back (lora_model.h).
+  opts.meta_parameters = true;
+  lora::BaseWeights weights;
+  weights.spec = out.spec;
+  weights.device = opts.device;
   if (base.rfind("seed ", 0) == 0) {
-    opts.init_weights = true;
-    opts.seed = std::stoull(base.substr(5));
+    weights.seed = std::stoull(base.substr(5));
     out.model = out.spec->build_from_hf_config(hf_config, manifest, opts);
-    lora::check_same_base(
-        setup.base, lora::fingerprint_seeded(opts.seed, out.model->hf_config("float32")), source);
+    lora::check_same_base(setup.base,
+                          lora::fingerprint_seeded(weights.seed, out.model->hf_config("float32")),
+                          source);
   } else {
     TITAN_CHECK(fs::is_directory(base), source, ": this LoRA checkpoint's base ", base,
                 " is not there any more (the checkpoint holds only the adapters)");
     lora::check_same_base(setup.base, lora::fingerprint_hf_folder(base), source);
     out.model = out.spec->build_from_hf_config(checkpoint::read_hf_config(base),
                                                (fs::path(base) / "config.json").string(), opts);
-    if (!out.spec->loads_pretrained_in_build)
-      checkpoint::load_hf_weights(*out.model, *out.spec, base);
+    weights.hf_folder = base;
   }
-  lora::reapply_lora(*out.model, setup, opts.compute_dtype);
+  lora::reapply_lora(*out.model, setup, weights, opts.compute_dtype);
   NamedTensors targets = lora::trainable_parameters(*out.model);
   for (auto& b : out.model->named_buffers()) targets.push_back(b);
   checkpoint::load_into(targets, saved, source);
@@ -77,7 +95,9 @@ LoadedModel load_checkpoint(const fs::path& step_dir, const models::BuildOptions
     out.lora = lora::LoraSetup::from_json(desc["lora"], manifest);
     load_lora_checkpoint(out, desc["hf_config"], manifest, opts, model->tensors, step_dir.string());
   } else {
+    opts.meta_parameters = true;
     out.model = out.spec->build_from_hf_config(desc["hf_config"], manifest, opts);
+    allocate(*out.model, opts);
     checkpoint::load_into_model(*out.model, model->tensors, step_dir.string());
   }
   const std::string assets = desc.contains("hf_assets_path") && desc["hf_assets_path"].is_string()

@@ -76,6 +76,10 @@ std::shared_ptr<const MappedFile> MappedFile::open(const std::string& path) {
   return file;
 }
 
+void MappedFile::release_pages() const {
+  if (data_ != nullptr) ::madvise(data_, size_, MADV_DONTNEED);
+}
+
 MappedFile::~MappedFile() {
   if (data_ != nullptr) ::munmap(data_, size_);
 }

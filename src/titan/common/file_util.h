@@ -28,6 +28,11 @@ class MappedFile {
   uint8_t* mutable_data() const { return data_; }  // copy-on-write pages
   uint64_t size() const { return size_; }
   const std::string& path() const { return path_; }
+  // Drops the pages read so far from this process's memory (madvise MADV_DONTNEED); the file
+  // stays in the page cache and a later read faults its pages in again. A load that copies
+  // tensor after tensor out of a large file calls this so that its resident size does not
+  // grow by the whole file.
+  void release_pages() const;
 
  private:
   MappedFile() = default;

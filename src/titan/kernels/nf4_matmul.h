@@ -17,6 +17,19 @@ namespace titan::kernels {
 // Writes rows [begin, begin + out.size(0)) of the dequantised weight into `out` (contiguous
 // [n, cols], the activations' dtype and device).
 using DequantizeRowsFn = void (*)(const Nf4Weight& weight, int64_t begin, at::Tensor& out);
+// out = a @ b, or out += a @ b with `accumulate` (the device's GEMM: on the CPU
+// cpu/gemm.h's, which runs float32 on oneDNN).
+using GemmOutFn = void (*)(const at::Tensor& a, const at::Tensor& b, const at::Tensor& out,
+                           bool accumulate);
+
+// ATen's GEMM (at::mm_out / addmm_), for devices with nothing faster.
+inline void aten_gemm_out(const at::Tensor& a, const at::Tensor& b, const at::Tensor& out,
+                          bool accumulate) {
+  if (accumulate)
+    const_cast<at::Tensor&>(out).addmm_(a, b);
+  else
+    at::mm_out(const_cast<at::Tensor&>(out), a, b);
+}
 
 // Elements of a tile: 4 Mi (16 MiB in float32). Small weights are one tile, so one GEMM.
 inline constexpr int64_t kNf4TileElements = int64_t{1} << 22;
@@ -44,41 +57,39 @@ inline Nf4Weight saved_nf4_weight(const torch::autograd::AutogradContext* ctx) {
 
 namespace detail {
 
-// y [N, rows] = x [N, cols] @ W^T, tile by tile.
-inline at::Tensor tiled_forward(const at::Tensor& x, const Nf4Weight& w, DequantizeRowsFn rows_fn) {
+// y [N, rows] = x [N, cols] @ W^T, tile by tile: each tile's product goes straight into its
+// columns of y.
+inline at::Tensor tiled_forward(const at::Tensor& x, const Nf4Weight& w, DequantizeRowsFn rows_fn,
+                                GemmOutFn gemm) {
   const int64_t tile = nf4_tile_rows(w);
   at::Tensor buffer = at::empty({tile, w.cols}, x.options());
-  if (tile == w.rows) {  // one tile: the whole product at once
-    rows_fn(w, 0, buffer);
-    return at::mm(x, buffer.t());
-  }
   at::Tensor out = at::empty({x.size(0), w.rows}, x.options());
   for (int64_t r = 0; r < w.rows; r += tile) {
     const int64_t n = std::min(tile, w.rows - r);
     at::Tensor part = n == tile ? buffer : buffer.narrow(0, 0, n);
     rows_fn(w, r, part);
-    out.narrow(1, r, n).copy_(at::mm(x, part.t()));
+    gemm(x, part.t(), n == w.rows ? out : out.narrow(1, r, n), /*accumulate=*/false);
   }
   return out;
 }
 
-// dx [N, cols] = dy [N, rows] @ W, accumulated tile by tile.
-inline at::Tensor tiled_backward(const at::Tensor& dy, const Nf4Weight& w,
-                                 DequantizeRowsFn rows_fn) {
+// dx [N, cols] = dy [N, rows] @ W, accumulated tile by tile (the first tile writes).
+inline at::Tensor tiled_backward(const at::Tensor& dy, const Nf4Weight& w, DequantizeRowsFn rows_fn,
+                                 GemmOutFn gemm) {
   const int64_t tile = nf4_tile_rows(w);
-  at::Tensor dx = at::zeros({dy.size(0), w.cols}, dy.options());
+  at::Tensor dx = at::empty({dy.size(0), w.cols}, dy.options());
   at::Tensor buffer = at::empty({tile, w.cols}, dy.options());
   for (int64_t r = 0; r < w.rows; r += tile) {
     const int64_t n = std::min(tile, w.rows - r);
     at::Tensor part = n == tile ? buffer : buffer.narrow(0, 0, n);
     rows_fn(w, r, part);
-    dx.addmm_(dy.narrow(1, r, n), part);
+    gemm(dy.narrow(1, r, n), part, dx, /*accumulate=*/r > 0);
   }
   return dx;
 }
 
-template <DequantizeRowsFn kRows>
-struct TiledNf4Linear : public torch::autograd::Function<TiledNf4Linear<kRows>> {
+template <DequantizeRowsFn kRows, GemmOutFn kGemm>
+struct TiledNf4Linear : public torch::autograd::Function<TiledNf4Linear<kRows, kGemm>> {
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x,
                             const at::Tensor& packed, const at::Tensor& absmax, int64_t rows,
                             int64_t cols, int64_t blocksize) {
@@ -87,7 +98,7 @@ struct TiledNf4Linear : public torch::autograd::Function<TiledNf4Linear<kRows>> 
     const at::Tensor flat = x.reshape({-1, cols}).contiguous();
     std::vector<int64_t> shape = x.sizes().vec();
     shape.back() = rows;
-    return tiled_forward(flat, w, kRows).view(shape);
+    return tiled_forward(flat, w, kRows, kGemm).view(shape);
   }
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
@@ -99,19 +110,21 @@ struct TiledNf4Linear : public torch::autograd::Function<TiledNf4Linear<kRows>> 
     const at::Tensor flat = dy.reshape({-1, w.rows}).contiguous();
     std::vector<int64_t> shape = dy.sizes().vec();
     shape.back() = w.cols;
-    out[0] = tiled_backward(flat, w, kRows).view(shape);
+    out[0] = tiled_backward(flat, w, kRows, kGemm).view(shape);
     return out;
   }
 };
 
 }  // namespace detail
 
-// nf4_linear through `kRows`: an autograd function whose backward dequantises again.
-template <DequantizeRowsFn kRows>
+// nf4_linear through `kRows` and `kGemm`: an autograd function whose backward dequantises
+// again.
+template <DequantizeRowsFn kRows, GemmOutFn kGemm = &aten_gemm_out>
 at::Tensor tiled_nf4_linear(const at::Tensor& x, const Nf4Weight& w) {
   TORCH_CHECK(x.size(-1) == w.cols, "nf4_linear: input [..., ", x.size(-1), "] against a weight [",
               w.rows, ", ", w.cols, "]");
-  return detail::TiledNf4Linear<kRows>::apply(x, w.packed, w.absmax, w.rows, w.cols, w.blocksize);
+  return detail::TiledNf4Linear<kRows, kGemm>::apply(x, w.packed, w.absmax, w.rows, w.cols,
+                                                     w.blocksize);
 }
 
 }  // namespace titan::kernels

@@ -1,6 +1,8 @@
 #include "titan/lora/merged_weights.h"
 
+#include <algorithm>
 #include <map>
+#include <set>
 
 #include "titan/models/common/lora.h"
 
@@ -11,9 +13,9 @@ checkpoint::NativeTensors merged_weights(models::Model& model, const LoraSetup& 
   checkpoint::NativeTensors out;
   const NamedTensors params = model.named_parameters();
   std::map<std::string, at::Tensor> by_name(params.begin(), params.end());
-  auto dequantized =
-      std::make_shared<std::map<std::string, at::Tensor>>();  // shared by the copies of `full`
-  for (auto& [name, w] : model.lora_host()->dequantized_weights()) (*dequantized)[name] = w;
+  // The NF4 weights are dequantised one at a time, when the export asks for each.
+  std::set<std::string> quantized;
+  models::LoraHost* host = model.lora_host();
   std::map<std::string, Target> adapted;
   for (const Target& t : setup.targets) adapted[t.name] = t;
   const double scale = setup.config.alpha / static_cast<double>(setup.config.rank);
@@ -25,15 +27,18 @@ checkpoint::NativeTensors merged_weights(models::Model& model, const LoraSetup& 
     out.metas.emplace_back(
         name, at::empty(layout.piece(name, local).global_shape, local.options().device(at::kMeta)));
   }
-  for (const auto& [name, w] : *dequantized) {
+  // After the other weights, by name (the order of the export's shards).
+  auto nf4 = host->nf4_weights();
+  std::sort(nf4.begin(), nf4.end());
+  for (const auto& [name, shape] : nf4) {
     names.push_back(name);
-    out.metas.emplace_back(name, at::empty(w.sizes(), w.options().device(at::kMeta)));
+    quantized.insert(name);
+    out.metas.emplace_back(name, at::empty(shape, at::TensorOptions(at::kMeta).dtype(at::kFloat)));
   }
-  out.full = [names, by_name, dequantized, adapted, scale, &layout](size_t i) -> at::Tensor {
+  out.full = [names, by_name, quantized, host, adapted, scale, &layout](size_t i) -> at::Tensor {
     const std::string& name = names[i];
-    const auto q = dequantized->find(name);
-    const at::Tensor base =
-        q != dequantized->end() ? q->second : layout.full(name, by_name.at(name));
+    const at::Tensor base = quantized.count(name) ? host->dequantized_weight(name)
+                                                  : layout.full(name, by_name.at(name));
     const auto t = adapted.find(name);
     if (t == adapted.end()) return base;
     const std::string a_name = models::lora_a_name(name), b_name = models::lora_b_name(name);

@@ -13,6 +13,11 @@ ModelOutput Model::forward_packed(const at::Tensor& input_ids, const PackedDocum
   return forward(input_ids);
 }
 
+void Model::initialise_parameter(const std::string& name, at::Tensor& value, at::Generator&) {
+  TITAN_CHECK(false, "this model backend does not initialise ", name,
+              " itself (its weights come from its own loader)");
+}
+
 at::Tensor logits(Model& model, const at::Tensor& input_ids) {
   const at::Tensor hidden = model.forward(input_ids).hidden;
   return at::linear(hidden, model.output_weight().to(hidden.scalar_type()));

@@ -28,15 +28,25 @@ class LoraHost {
     bool experts = false;  // an expert stack [E, out, in] rather than a linear [out, in]
   };
   virtual std::vector<Weight> adaptable_weights() = 0;
-  // Adds an adapter (lora_A / lora_B parameters, common/lora.h) to each named weight, in the
-  // weight's dtype and device; their values are set by the caller.
+  // Adds an adapter (lora_A / lora_B parameters, common/lora.h) to each named weight, made
+  // with `tensor_options` (the parameters' dtype and device; the base weight itself may still
+  // be on the meta device); their values are set by the caller.
   virtual void add_adapters(const std::vector<std::string>& weight_names,
-                            const LoraOptions& options) = 0;
+                            const LoraOptions& options,
+                            const at::TensorOptions& tensor_options) = 0;
   // QLoRA: holds every frozen (requires_grad false) adaptable linear weight in NF4 from now
   // on, no longer a parameter. Returns the bytes they take. Throws where the model cannot.
   virtual int64_t quantize_frozen_linears(bool double_quantization) = 0;
-  // The NF4-held weights dequantised to float32, whole, by native name (for exports).
-  virtual NamedTensors dequantized_weights() = 0;
+  // QLoRA, one weight: whether `name` is a linear weight QLoRA holds in NF4, and holding that
+  // weight (frozen, with its value) in NF4 from now on; returns its bytes. A model materialized
+  // weight by weight (models/materialize.h) quantises each as it arrives, so that the base is
+  // never whole in full precision.
+  virtual bool quantizable(const std::string& name) = 0;
+  virtual int64_t quantize_weight(const std::string& name, bool double_quantization) = 0;
+  // The NF4-held weights by native name, with their [out, in] shapes (no data is read).
+  virtual std::vector<std::pair<std::string, std::vector<int64_t>>> nf4_weights() = 0;
+  // One NF4-held weight dequantised to float32 (exports dequantise one at a time).
+  virtual at::Tensor dequantized_weight(const std::string& name) = 0;
 };
 
 // Where the documents of rows packed from several documents lie (training.document_masking):
@@ -71,6 +81,12 @@ class Model {
   virtual NamedTensors named_parameters() = 0;
   // Non-trainable state that belongs in a training checkpoint (e.g. expert biases).
   virtual NamedTensors named_buffers() { return {}; }
+  // The model's initialisation of one parameter (Hugging Face's _init_weights), in place on
+  // `value` (float32, on the CPU, the parameter's shape), drawing from `generator`. Applied to
+  // every parameter in the model's order with one generator, it gives the model's seeded init
+  // (models/materialize.h streams it so). Models that are never initialised by titan refuse.
+  virtual void initialise_parameter(const std::string& name, at::Tensor& value,
+                                    at::Generator& generator);
   // Hugging Face config.json for this model, with weights recorded as `dtype`.
   virtual nlohmann::json hf_config(const std::string& dtype) const = 0;
 

@@ -26,16 +26,27 @@ class OverrideResolver;
 
 namespace titan::models {
 
+// A checkpoint tensor read only when asked for, so that a load holds one tensor at a time:
+// `preview` has its shape and dtype (a view of the mapped file, or a meta tensor for one the
+// adapter assembles from several, as a fused expert stack), read() gives its values.
+struct LazyTensor {
+  at::Tensor preview;
+  std::function<at::Tensor()> read;
+};
+using LazyTensors = std::vector<std::pair<std::string, LazyTensor>>;
+
 // Converts between Hugging Face checkpoint names/layouts and the native ones.
 struct StateDictAdapter {
   // Native -> HF on-disk tensors (per-expert MoE names, tied lm_head omitted).
   std::function<NamedTensors(const NamedTensors& native)> to_hf;
-  // HF on-disk key -> native: given every HF key and a way to read a tensor, produce the native
-  // tensors. Accepts per-expert and fused MoE layouts and tied checkpoints without
-  // lm_head.weight. Missing / unexpected / mis-shaped tensors throw titan::Error naming them.
-  std::function<NamedTensors(const std::vector<std::string>& hf_keys,
-                             const std::function<at::Tensor(const std::string&)>& read,
-                             const NamedTensors& expected_native)>
+  // HF on-disk key -> native: given every HF key and a way to read a tensor (a view of the
+  // mapped file, which costs nothing until its values are used), the native tensors, each read
+  // when asked for. Accepts per-expert and fused MoE layouts and tied checkpoints without
+  // lm_head.weight. Every key and shape is checked before this returns: missing / unexpected /
+  // mis-shaped tensors throw titan::Error naming them.
+  std::function<LazyTensors(const std::vector<std::string>& hf_keys,
+                            const std::function<at::Tensor(const std::string&)>& read,
+                            const NamedTensors& expected_native)>
       from_hf;
 };
 
@@ -44,6 +55,10 @@ struct BuildOptions {
   at::ScalarType param_dtype = at::kFloat;    // what the optimizer updates
   at::ScalarType compute_dtype = at::kFloat;  // what forward/backward compute in
   bool init_weights = true;                   // false: parameters left uninitialised (to be loaded)
+  // Parameters on the meta device, with no storage, which models::materialize() gives them one
+  // at a time (so that a model is never held whole in a dtype it will not keep); buffers are
+  // made on `device`. Overrides init_weights.
+  bool meta_parameters = false;
   uint64_t seed = 0;
   // Which implementation of each overridable op every call site uses (kernels/); nullptr:
   // reference everywhere. The builder resolves each call site once, while building.

@@ -29,7 +29,14 @@ std::string cuda_device_name(int device_index) {
   cudaGetDeviceProperties(&prop, device_index);
   return prop.name;
 }
+double cuda_free_bytes(int device_index) {
+  size_t free_bytes = 0, total_bytes = 0;
+  cudaSetDevice(device_index);
+  if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) return 0;
+  return static_cast<double>(free_bytes);
+}
 #else
+double cuda_free_bytes(int) { return 0; }
 DeviceMemory cuda_memory(int) { return {}; }
 void reset_cuda_peak_memory(int) {}
 std::string cuda_device_name(int) { return ""; }

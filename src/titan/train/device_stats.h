@@ -18,5 +18,7 @@ struct DeviceMemory {
 DeviceMemory cuda_memory(int device_index);
 void reset_cuda_peak_memory(int device_index);
 std::string cuda_device_name(int device_index);
+// The device's free memory in bytes (cudaMemGetInfo); 0 in a CPU build.
+double cuda_free_bytes(int device_index);
 
 }  // namespace titan::train

@@ -1,13 +1,28 @@
 #include "titan/train/initial_load.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <iostream>
 
 #include "titan/checkpoint/hf_import.h"
+#include "titan/checkpoint/training_checkpoint.h"
 
 namespace fs = std::filesystem;
 
 namespace titan::train {
+
+bool model_weights_are_loaded(const config::TrainerConfig& cfg) {
+  const auto& ck = cfg.checkpoint;
+  const auto& exclude = ck.exclude_from_loading;
+  const bool model_excluded = std::find(exclude.begin(), exclude.end(), "model") != exclude.end();
+  if (ck.enable) {
+    const checkpoint::CheckpointStore store((fs::path(cfg.job.dump_folder) / ck.folder).string(),
+                                            0);
+    if (ck.load_step >= 0 || !store.complete_steps().empty()) return !model_excluded;
+  }
+  if (ck.initial_load_path.empty() && !ck.initial_load_in_hf) return false;
+  return ck.initial_load_in_hf || ck.initial_load_model_only || !model_excluded;
+}
 
 int64_t load_initial_state(const config::TrainerConfig& cfg, const models::ModelSpec& spec,
                            models::Model& model, CheckpointManager& checkpoints,

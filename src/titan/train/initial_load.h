@@ -16,6 +16,11 @@
 
 namespace titan::train {
 
+// Whether the model's weights will come from a checkpoint or a Hugging Face folder (a resume
+// or an initial load that reads the model), rather than from its initialisation: the trainer
+// then gives the parameters storage without initialising them (models/materialize.h).
+bool model_weights_are_loaded(const config::TrainerConfig& cfg);
+
 // Returns the last completed step (0 unless resuming).
 // `layout` says which rows of each parameter this rank holds (data parallelism). With
 // `base_loaded` (LoRA: model_converters.h loaded the base before parallelize) only a resume

@@ -5,6 +5,7 @@
 
 #include "titan/checkpoint/hf_import.h"
 #include "titan/common/error.h"
+#include "titan/models/materialize.h"
 
 namespace fs = std::filesystem;
 
@@ -13,13 +14,18 @@ namespace titan::train {
 std::optional<lora::LoraSetup> apply_model_converters(const config::TrainerConfig& cfg,
                                                       const models::ModelSpec& spec,
                                                       models::Model& model,
-                                                      at::ScalarType compute_dtype, bool talk) {
+                                                      at::ScalarType compute_dtype,
+                                                      at::Device device, bool talk) {
   if (!lora::lora_enabled(cfg)) return std::nullopt;
   const auto& ck = cfg.checkpoint;
   std::string path = ck.initial_load_path;
   if (path.empty() && ck.initial_load_in_hf) path = cfg.model.hf_assets_path;
   lora::BaseFingerprint base;
   const uint64_t seed = static_cast<uint64_t>(cfg.training.seed);
+  lora::BaseWeights weights;
+  weights.spec = &spec;
+  weights.seed = seed;
+  weights.device = device;
   if (path.empty()) {
     base = lora::fingerprint_seeded(seed, model.hf_config("float32"));
     if (talk)
@@ -32,11 +38,17 @@ std::optional<lora::LoraSetup> apply_model_converters(const config::TrainerConfi
                 path,
                 " is a training checkpoint; LoRA's base must be a Hugging Face folder (export one "
                 "with titan convert)");
-    if (!spec.loads_pretrained_in_build) checkpoint::load_hf_weights(model, spec, path);
+    // A model built on the meta device reads its base weight by weight in apply_lora.
+    if (!spec.loads_pretrained_in_build) {
+      if (models::has_meta_parameters(model))
+        weights.hf_folder = path;
+      else
+        checkpoint::load_hf_weights(model, spec, path);
+    }
     base = lora::fingerprint_hf_folder(path);
     if (talk) std::cout << "[titan] LoRA base: Hugging Face weights from " << path << std::endl;
   }
-  lora::LoraSetup setup = lora::apply_lora(model, cfg.lora, base, seed, compute_dtype);
+  lora::LoraSetup setup = lora::apply_lora(model, cfg.lora, base, weights, seed, compute_dtype);
   if (talk) {
     if (!cfg.lora.initial_adapter_path.empty())
       std::cout << "[titan] LoRA adapters from " << cfg.lora.initial_adapter_path << std::endl;

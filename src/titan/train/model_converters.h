@@ -14,10 +14,12 @@
 namespace titan::train {
 
 // The LoRA setup when model.converters holds "lora", else nothing. `talk`: print the log lines.
-// The frozen base is held in `compute_dtype`.
+// The frozen base is held in `compute_dtype`; a model built on the meta device gets it weight
+// by weight, on `device` (lora/lora_model.h).
 std::optional<lora::LoraSetup> apply_model_converters(const config::TrainerConfig& cfg,
                                                       const models::ModelSpec& spec,
                                                       models::Model& model,
-                                                      at::ScalarType compute_dtype, bool talk);
+                                                      at::ScalarType compute_dtype,
+                                                      at::Device device, bool talk);
 
 }  // namespace titan::train

@@ -18,6 +18,7 @@
 #include "titan/data/data_loader.h"
 #include "titan/data/tokenizer/tokenizer.h"
 #include "titan/kernels/override_resolver.h"
+#include "titan/models/materialize.h"
 #include "titan/models/model_spec.h"
 #include "titan/train/checkpoint_manager.h"
 #include "titan/train/checkpoint_parts.h"
@@ -30,6 +31,7 @@
 #include "titan/train/loader_options.h"
 #include "titan/train/loss.h"
 #include "titan/train/lr_scheduler.h"
+#include "titan/train/memory_fit.h"
 #include "titan/train/metrics.h"
 #include "titan/train/model_converters.h"
 #include "titan/train/optimizer.h"
@@ -216,7 +218,10 @@ class Trainer {
   }
 
   // The model, built whole on every rank (parallelize splits it), with the implementation of
-  // every overridable op chosen at its call site.
+  // every overridable op chosen at its call site. It is built as shapes only: the memory check
+  // reads them, then each weight gets its storage once, in the dtype it keeps (LoRA's base from
+  // the converter, weight by weight; any other model uninitialised when a load will fill it,
+  // else from the seeded init).
   void build_model() {
     overrides_.emplace(make_override_resolver(cfg_, precision_));
     spec_ = &models::get_model_spec(cfg_.model.name);
@@ -226,6 +231,7 @@ class Trainer {
     build.compute_dtype = precision_.compute_dtype;
     build.seed = static_cast<uint64_t>(cfg_.training.seed);
     build.overrides = &*overrides_;
+    build.meta_parameters = true;  // (the Transformers backend builds with its weights)
     model_ = spec_->build(cfg_, build);
     const int64_t model_vocab = model_->output_weight().size(0);
     TITAN_CHECK(tokenizer_->vocab_size() <= model_vocab, "the tokenizer in ",
@@ -239,8 +245,29 @@ class Trainer {
     // projections out of the parameters).
     if (spec_->flops_per_token)
       flops_per_token_ = spec_->flops_per_token(*model_, cfg_.training.seq_len);
-    lora_ =
-        apply_model_converters(cfg_, *spec_, *model_, precision_.compute_dtype, dist_.rank() == 0);
+    check_memory();
+    lora_ = apply_model_converters(cfg_, *spec_, *model_, precision_.compute_dtype,
+                                   precision_.device, dist_.rank() == 0);
+    if (models::has_meta_parameters(*model_)) {
+      models::MaterializeOptions options;
+      options.device = precision_.device;
+      models::materialize(
+          *model_,
+          model_weights_are_loaded(cfg_)
+              ? models::ParameterSource()
+              : models::seeded_initialisation(*model_, static_cast<uint64_t>(cfg_.training.seed)),
+          options);
+    }
+  }
+
+  // Whether this rank's share of the model state fits its memory, from the shapes alone: a
+  // run that cannot fit stops here, before anything is allocated, with what would fit.
+  void check_memory() {
+    const ModelStateEstimate estimate = estimate_model_state(*model_, cfg_, precision_, dist_.dims);
+    const std::string warning = check_memory_fits(
+        estimate, available_memory_bytes(precision_.device, dist_.env.local_world_size), *model_,
+        cfg_, precision_, dist_.dims);
+    if (!warning.empty() && dist_.rank() == 0) print_warning(warning);
   }
 
   // The loss, which resolves the cross_entropy kernel of the head.

@@ -203,7 +203,7 @@ std::vector<models::LoraHost::Weight> TransformersModel::adaptable_weights() {
 }
 
 void TransformersModel::add_adapters(const std::vector<std::string>& weight_names,
-                                     const models::LoraOptions& options) {
+                                     const models::LoraOptions& options, const at::TensorOptions&) {
   std::map<std::string, Weight> known;
   for (const Weight& w : adaptable_weights()) known[w.name] = w;
   py::gil_scoped_acquire gil;
@@ -271,11 +271,21 @@ int64_t TransformersModel::quantize_frozen_linears(bool double_quantization) {
   return bytes;
 }
 
-NamedTensors TransformersModel::dequantized_weights() {
-  NamedTensors out;
+int64_t TransformersModel::quantize_weight(const std::string& name, bool) {
+  fail("the Transformers backend quantises its frozen linears together, not ", name, " alone");
+}
+
+std::vector<std::pair<std::string, std::vector<int64_t>>> TransformersModel::nf4_weights() {
+  std::vector<std::pair<std::string, std::vector<int64_t>>> out;
   for (const auto& [slot, nf4] : quantized_)
-    out.emplace_back(slots_[slot].name, models::dequantize_base(*nf4, at::kFloat));
+    out.push_back({slots_[slot].name, {nf4->weight.rows, nf4->weight.cols}});
   return out;
+}
+
+at::Tensor TransformersModel::dequantized_weight(const std::string& name) {
+  for (const auto& [slot, nf4] : quantized_)
+    if (slots_[slot].name == name) return models::dequantize_base(*nf4, at::kFloat);
+  fail(name, " is not held in NF4");
 }
 
 std::vector<models::Module*> TransformersModel::blocks() {

@@ -63,9 +63,15 @@ class TransformersModel : public models::Model, public models::LoraHost {
   models::LoraHost* lora_host() override { return this; }
   std::vector<Weight> adaptable_weights() override;
   void add_adapters(const std::vector<std::string>& weight_names,
-                    const models::LoraOptions& options) override;
+                    const models::LoraOptions& options,
+                    const at::TensorOptions& tensor_options) override;
   int64_t quantize_frozen_linears(bool double_quantization) override;
-  NamedTensors dequantized_weights() override;
+  // Built with its weights, so quantised whole (quantize_frozen_linears), never weight by
+  // weight.
+  bool quantizable(const std::string&) override { return false; }
+  int64_t quantize_weight(const std::string& name, bool double_quantization) override;
+  std::vector<std::pair<std::string, std::vector<int64_t>>> nf4_weights() override;
+  at::Tensor dequantized_weight(const std::string& name) override;
 
   // For FLOPs: decoder layers, attention heads, head dim.
   const std::vector<int64_t>& flops_numbers() const { return flops_numbers_; }

@@ -253,8 +253,11 @@ models::ModelSpec make_spec() {
   spec.adapter.from_hf = [](const std::vector<std::string>& keys,
                             const std::function<at::Tensor(const std::string&)>& read,
                             const NamedTensors& expected) {
-    NamedTensors out;
-    for (const auto& [name, _] : expected) out.emplace_back(name, read(name));
+    models::LazyTensors out;
+    for (const auto& [name, _] : expected) {
+      const at::Tensor view = read(name);
+      out.emplace_back(name, models::LazyTensor{view, [view] { return view; }});
+    }
     return out;
   };
   spec.flops_per_token = flops_per_token;

@@ -19,7 +19,8 @@ at::Tensor cast(const at::Tensor& t, at::ScalarType dtype) { return t.defined() 
 }  // namespace
 
 Qwen3Block::Qwen3Block(const Qwen3Args& a, int64_t index, bool with_expert_bias,
-                       const at::TensorOptions& options, kernels::OverrideResolver& overrides)
+                       const at::TensorOptions& options, const at::TensorOptions& buffer_options,
+                       kernels::OverrideResolver& overrides)
     : Module("layers." + std::to_string(index)),
       prefix_("model.layers." + std::to_string(index) + "."),
       sparse_(a.is_sparse_layer(index)),
@@ -49,7 +50,7 @@ Qwen3Block::Qwen3Block(const Qwen3Args& a, int64_t index, bool with_expert_bias,
     experts_down_ = make({E, H, Im});
     router_ = make({E, H});
     if (with_expert_bias) {
-      const auto fp32 = options.dtype(at::kFloat);
+      const auto fp32 = buffer_options.dtype(at::kFloat);
       expert_bias_ = at::zeros({E}, fp32);
       tokens_per_expert_ = at::zeros({E}, fp32);
     }
@@ -205,11 +206,17 @@ int64_t Qwen3Block::quantize_frozen_projections(bool double_quantization) {
   return bytes;
 }
 
-std::vector<std::pair<std::string, at::Tensor>> Qwen3Block::dequantized_weights() const {
-  std::vector<std::pair<std::string, at::Tensor>> out;
+Linear* Qwen3Block::projection_weighted(const std::string& weight_name) {
+  for (const auto& [name, linear] : projections())
+    if (prefix_ + name + ".weight" == weight_name) return linear;
+  return nullptr;
+}
+
+std::vector<std::pair<std::string, std::vector<int64_t>>> Qwen3Block::nf4_weights() const {
+  std::vector<std::pair<std::string, std::vector<int64_t>>> out;
   for (const auto& [name, linear] : projections())
     if (linear->nf4)
-      out.emplace_back(prefix_ + name + ".weight", dequantize_base(*linear->nf4, at::kFloat));
+      out.push_back({prefix_ + name + ".weight", {linear->out_features(), linear->in_features()}});
   return out;
 }
 

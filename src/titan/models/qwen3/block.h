@@ -53,10 +53,12 @@ struct Qwen3BlockOutput {
 
 class Qwen3Block : public Module {
  public:
-  // Allocates the parameters (uninitialised) with `options`; `with_expert_bias` adds the
-  // aux-loss-free balancing buffers of a sparse layer.
+  // Allocates the parameters (uninitialised) with `options` (the meta device: shapes only);
+  // `with_expert_bias` adds the aux-loss-free balancing buffers of a sparse layer, made with
+  // `buffer_options`.
   Qwen3Block(const Qwen3Args& args, int64_t index, bool with_expert_bias,
-             const at::TensorOptions& options, kernels::OverrideResolver& overrides);
+             const at::TensorOptions& options, const at::TensorOptions& buffer_options,
+             kernels::OverrideResolver& overrides);
 
   // Training / evaluation forward of h [B, S, H] (through the wrappers). `rope` holds cos/sin
   // [S, d], or [B, 1, S, d] for packed documents, whose `document_ids` [B, S] (undefined for
@@ -85,8 +87,10 @@ class Qwen3Block : public Module {
   // Holds every frozen projection weight (requires_grad false) in NF4 from now on; the others
   // stay. Returns the bytes the NF4 weights take.
   int64_t quantize_frozen_projections(bool double_quantization);
-  // The NF4 weights, dequantised to float32 (an export's base weights), by native name.
-  std::vector<std::pair<std::string, at::Tensor>> dequantized_weights() const;
+  // The projection whose weight has this native name, or nullptr (QLoRA's unit of work).
+  Linear* projection_weighted(const std::string& weight_name);
+  // The NF4 weights by native name, with their [out, in] shapes.
+  std::vector<std::pair<std::string, std::vector<int64_t>>> nf4_weights() const;
 
   bool sparse() const { return sparse_; }
   void set_tensor_parallel(TensorParallelHooks hooks) { tp_ = std::move(hooks); }

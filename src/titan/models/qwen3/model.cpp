@@ -83,25 +83,31 @@ Qwen3Model::Qwen3Model(const Qwen3Args& args, const Qwen3Options& options,
   kernels::OverrideResolver reference_only;
   kernels::OverrideResolver& overrides = build.overrides ? *build.overrides : reference_only;
   // A seeded init runs on the CPU in float32 (so it is the same everywhere), then moves; a
-  // model to be loaded is allocated where it will live (on the meta device it costs nothing).
+  // model to be loaded is allocated where it will live; with meta_parameters the parameters
+  // are shapes only until materialize() gives them storage (the buffers are made for real).
+  const bool meta = build.meta_parameters;
+  const bool init = build.init_weights && !meta;
   const at::TensorOptions options_for_params =
-      build.init_weights ? at::TensorOptions(at::kFloat)
-                         : at::TensorOptions(build.device).dtype(build.param_dtype);
+      meta   ? at::TensorOptions(at::kMeta).dtype(build.param_dtype)
+      : init ? at::TensorOptions(at::kFloat)
+             : at::TensorOptions(build.device).dtype(build.param_dtype);
+  const at::TensorOptions options_for_buffers =
+      meta ? at::TensorOptions(build.device) : options_for_params;
   auto make = [&](std::vector<int64_t> shape) { return at::empty(shape, options_for_params); };
   embedding_ =
       std::make_unique<Qwen3Embedding>(make({a.vocab_size, a.hidden_size}), a.pad_token_id);
   const bool expert_bias = options_.balancing == MoeBalancing::kExpertBias;
   for (int64_t i = 0; i < a.num_hidden_layers; ++i) {
-    blocks_.push_back(
-        std::make_unique<Qwen3Block>(a, i, expert_bias, options_for_params, overrides));
+    blocks_.push_back(std::make_unique<Qwen3Block>(a, i, expert_bias, options_for_params,
+                                                   options_for_buffers, overrides));
   }
   const at::Tensor lm_head =
       a.tie_word_embeddings ? at::Tensor() : make({a.vocab_size, a.hidden_size});
   final_norm_ = std::make_unique<Qwen3FinalNorm>(make({a.hidden_size}), lm_head, a.rms_norm_eps,
                                                  overrides.function<kernels::Op::kRmsNorm>("norm"));
-  if (build.init_weights) initialise(build.seed);
+  if (init) initialise(build.seed);
   rope_freqs_ = rope_frequencies(rope_settings(a));
-  move_model(*this, build.device, build.param_dtype);
+  if (!meta) move_model(*this, build.device, build.param_dtype);
   at::NoGradGuard no_grad;
   for (auto& [name, p] : named_parameters()) p.requires_grad_(true);
 }
@@ -110,18 +116,19 @@ void Qwen3Model::initialise(uint64_t seed) {
   // Hugging Face's _init_weights: normal(0, initializer_range) for every matrix (linears,
   // embedding, fused experts, router), zero biases, unit norms, zero padding row.
   at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
-  const double std = args_.initializer_range;
+  for (auto& [name, t] : named_parameters()) initialise_parameter(name, t, gen);
+}
+
+void Qwen3Model::initialise_parameter(const std::string& name, at::Tensor& t, at::Generator& gen) {
   at::NoGradGuard no_grad;
-  for (auto& [name, t] : named_parameters()) {
-    if (t.dim() >= 2) {
-      t.normal_(0.0, std, gen);
-    } else if (name.ends_with(".bias")) {
-      t.zero_();
-    } else {
-      t.fill_(1.0);
-    }
+  if (t.dim() >= 2) {
+    t.normal_(0.0, args_.initializer_range, gen);
+    if (name == "model.embed_tokens.weight" && args_.pad_token_id) t[*args_.pad_token_id].zero_();
+  } else if (name.ends_with(".bias")) {
+    t.zero_();
+  } else {
+    t.fill_(1.0);
   }
-  if (args_.pad_token_id) embedding_->weight()[*args_.pad_token_id].zero_();
 }
 
 std::vector<Module*> Qwen3Model::modules() {
@@ -243,20 +250,24 @@ std::vector<LoraHost::Weight> Qwen3Model::adaptable_weights() {
   return out;
 }
 
+Qwen3Block* Qwen3Model::block_of(const std::string& name) {
+  // "model.layers.N." names the block.
+  const std::string prefix = "model.layers.";
+  if (!name.starts_with(prefix)) return nullptr;
+  const size_t end = name.find('.', prefix.size());
+  if (end == std::string::npos) return nullptr;
+  const std::string index = name.substr(prefix.size(), end - prefix.size());
+  if (index.empty() || index.find_first_not_of("0123456789") != std::string::npos) return nullptr;
+  const size_t i = std::stoul(index);
+  return i < blocks_.size() ? blocks_[i].get() : nullptr;
+}
+
 void Qwen3Model::add_adapters(const std::vector<std::string>& weight_names,
-                              const LoraOptions& options) {
-  std::map<std::string, at::Tensor> params;
-  for (auto& [name, p] : named_parameters()) params[name] = p;
+                              const LoraOptions& options, const at::TensorOptions& tensor_options) {
   for (const std::string& name : weight_names) {
-    // "model.layers.N." names the block.
-    const std::string prefix = "model.layers.";
-    TITAN_CHECK(name.starts_with(prefix) && params.count(name), name,
-                " is not a weight LoRA can adapt");
-    const int64_t index = std::stoll(name.substr(prefix.size()));
-    TITAN_CHECK(index >= 0 && index < static_cast<int64_t>(blocks_.size()), name,
-                " is not a weight LoRA can adapt");
-    const at::Tensor& weight = params[name];
-    blocks_[index]->add_adapter(name, options, weight.options().requires_grad(false));
+    Qwen3Block* block = block_of(name);
+    TITAN_CHECK(block != nullptr, name, " is not a weight LoRA can adapt");
+    block->add_adapter(name, options, tensor_options.requires_grad(false));
   }
 }
 
@@ -266,11 +277,35 @@ int64_t Qwen3Model::quantize_frozen_linears(bool double_quantization) {
   return bytes;
 }
 
-NamedTensors Qwen3Model::dequantized_weights() {
-  NamedTensors out;
+bool Qwen3Model::quantizable(const std::string& name) {
+  Qwen3Block* block = block_of(name);
+  return block != nullptr && block->projection_weighted(name) != nullptr;
+}
+
+int64_t Qwen3Model::quantize_weight(const std::string& name, bool double_quantization) {
+  Qwen3Block* block = block_of(name);
+  Linear* linear = block != nullptr ? block->projection_weighted(name) : nullptr;
+  TITAN_CHECK(linear != nullptr && linear->weight.defined() && !linear->weight.is_meta(), name,
+              " is not a materialized projection weight QLoRA can hold in NF4");
+  TITAN_CHECK(!linear->weight.requires_grad(), name, " is trained, so it cannot be held in NF4");
+  at::NoGradGuard no_grad;
+  linear->nf4 = quantize_base(linear->weight, double_quantization);
+  linear->weight = at::Tensor();
+  return linear->nf4->bytes();
+}
+
+std::vector<std::pair<std::string, std::vector<int64_t>>> Qwen3Model::nf4_weights() {
+  std::vector<std::pair<std::string, std::vector<int64_t>>> out;
   for (auto& block : blocks_)
-    for (auto& w : block->dequantized_weights()) out.push_back(std::move(w));
+    for (auto& w : block->nf4_weights()) out.push_back(std::move(w));
   return out;
+}
+
+at::Tensor Qwen3Model::dequantized_weight(const std::string& name) {
+  Qwen3Block* block = block_of(name);
+  Linear* linear = block != nullptr ? block->projection_weighted(name) : nullptr;
+  TITAN_CHECK(linear != nullptr && linear->nf4, name, " is not held in NF4");
+  return dequantize_base(*linear->nf4, at::kFloat);
 }
 
 at::Tensor Qwen3Model::forward_cached(const at::Tensor& input_ids, KVCache& cache) {

@@ -89,10 +89,15 @@ class Qwen3Model : public Model, public IncrementalDecoder, public LoraHost {
   IncrementalDecoder* decoder() override { return this; }
   LoraHost* lora_host() override { return this; }
   std::vector<Weight> adaptable_weights() override;
-  void add_adapters(const std::vector<std::string>& weight_names,
-                    const LoraOptions& options) override;
+  void add_adapters(const std::vector<std::string>& weight_names, const LoraOptions& options,
+                    const at::TensorOptions& tensor_options) override;
   int64_t quantize_frozen_linears(bool double_quantization) override;
-  NamedTensors dequantized_weights() override;
+  bool quantizable(const std::string& name) override;
+  int64_t quantize_weight(const std::string& name, bool double_quantization) override;
+  std::vector<std::pair<std::string, std::vector<int64_t>>> nf4_weights() override;
+  at::Tensor dequantized_weight(const std::string& name) override;
+  void initialise_parameter(const std::string& name, at::Tensor& value,
+                            at::Generator& generator) override;
   at::Tensor forward_cached(const at::Tensor& input_ids, KVCache& cache) override;
 
   // Tensor parallelism: the embedding and blocks get their hooks (parallelize.cpp).
@@ -106,6 +111,8 @@ class Qwen3Model : public Model, public IncrementalDecoder, public LoraHost {
 
  private:
   void initialise(uint64_t seed);
+  // The block that holds native parameter `name` ("model.layers.N...."), or nullptr.
+  Qwen3Block* block_of(const std::string& name);
   const RopeTables& rope_for(int64_t seq_len, at::Device device);
   ModelOutput run(const at::Tensor& ids, const RopeTables& rope, const at::Tensor& document_ids);
 

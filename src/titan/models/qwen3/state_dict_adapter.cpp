@@ -1,5 +1,6 @@
 #include "titan/models/qwen3/state_dict_adapter.h"
 
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -103,9 +104,23 @@ class Matcher {
   std::vector<std::string> missing_, wrong_shape_, other_;
 };
 
+// A tensor of the file as it is (a view of the mapping: nothing is read until it is used).
+LazyTensor as_is(const at::Tensor& view) {
+  return {view, [view] { return view; }};
+}
+
+// A fused stack assembled from per-expert views when read; `preview` is a meta tensor.
+LazyTensor assembled(at::IntArrayRef shape, at::ScalarType dtype,
+                     std::function<at::Tensor()> assemble) {
+  return {at::empty(shape, at::TensorOptions(at::kMeta).dtype(dtype)), std::move(assemble)};
+}
+
 // Fused [E, 2*Im, H] from the checkpoint's fused tensor or its per-expert gate/up tensors.
-at::Tensor load_gate_up(Matcher& m, const std::string& name, at::IntArrayRef shape) {
-  if (m.has(name)) return m.take(name, shape);
+std::optional<LazyTensor> load_gate_up(Matcher& m, const std::string& name, at::IntArrayRef shape) {
+  if (m.has(name)) {
+    const at::Tensor t = m.take(name, shape);
+    return t.defined() ? std::optional(as_is(t)) : std::nullopt;
+  }
   const std::string prefix = name.substr(0, name.size() - std::string(".gate_up_proj").size());
   const int64_t num_experts = shape[0], im = shape[1] / 2, hidden = shape[2];
   std::vector<at::Tensor> gates, ups;
@@ -115,12 +130,17 @@ at::Tensor load_gate_up(Matcher& m, const std::string& name, at::IntArrayRef sha
     ups.push_back(m.take(expert_key(prefix, e, "up_proj"), {im, hidden}));
     complete = complete && gates.back().defined() && ups.back().defined();
   }
-  if (!complete) return {};
-  return at::cat({at::stack(gates), at::stack(ups)}, 1);
+  if (!complete) return std::nullopt;
+  return assembled(shape, gates[0].scalar_type(), [gates, ups] {
+    return at::cat({at::stack(gates), at::stack(ups)}, 1);
+  });
 }
 
-at::Tensor load_down(Matcher& m, const std::string& name, at::IntArrayRef shape) {
-  if (m.has(name)) return m.take(name, shape);
+std::optional<LazyTensor> load_down(Matcher& m, const std::string& name, at::IntArrayRef shape) {
+  if (m.has(name)) {
+    const at::Tensor t = m.take(name, shape);
+    return t.defined() ? std::optional(as_is(t)) : std::nullopt;
+  }
   const std::string prefix = name.substr(0, name.size() - std::string(".down_proj").size());
   std::vector<at::Tensor> downs;
   bool complete = true;
@@ -128,13 +148,13 @@ at::Tensor load_down(Matcher& m, const std::string& name, at::IntArrayRef shape)
     downs.push_back(m.take(expert_key(prefix, e, "down_proj"), {shape[1], shape[2]}));
     complete = complete && downs.back().defined();
   }
-  if (!complete) return {};
-  return at::stack(downs);
+  if (!complete) return std::nullopt;
+  return assembled(shape, downs[0].scalar_type(), [downs] { return at::stack(downs); });
 }
 
-NamedTensors from_hf(const std::vector<std::string>& hf_keys,
-                     const std::function<at::Tensor(const std::string&)>& read,
-                     const NamedTensors& expected) {
+LazyTensors from_hf(const std::vector<std::string>& hf_keys,
+                    const std::function<at::Tensor(const std::string&)>& read,
+                    const NamedTensors& expected) {
   Matcher m(hf_keys, read);
   bool tied = true;
   for (const auto& [name, _] : expected) tied = tied && name != kLmHead;
@@ -143,20 +163,21 @@ NamedTensors from_hf(const std::vector<std::string>& hf_keys,
     if (key.ends_with("rotary_emb.inv_freq")) m.mark_used(key);
   }
 
-  NamedTensors out;
+  LazyTensors out;
   for (const auto& [name, want] : expected) {
     const at::IntArrayRef shape = want.sizes();
-    at::Tensor t;
+    std::optional<LazyTensor> t;
     if (name.ends_with(kFusedGateUp)) {
       t = load_gate_up(m, name, shape);
     } else if (name.ends_with(kFusedDown)) {
       t = load_down(m, name, shape);
-    } else if (name == kEmbed && tied && !m.has(kEmbed) && m.has(kLmHead)) {
-      t = m.take(kLmHead, shape);  // tied both ways, as transformers v5 loads it
     } else {
-      t = m.take(name, shape);
+      // A tied embedding may come as lm_head.weight alone, as transformers v5 loads it.
+      const bool head_only = name == kEmbed && tied && !m.has(kEmbed) && m.has(kLmHead);
+      const at::Tensor view = m.take(head_only ? kLmHead : name, shape);
+      if (view.defined()) t = as_is(view);
     }
-    if (t.defined()) out.emplace_back(name, t);
+    if (t) out.emplace_back(name, std::move(*t));
   }
   // A tied model can hold lm_head.weight only if it is the embedding itself.
   if (tied && m.has(kLmHead) && m.has(kEmbed)) {

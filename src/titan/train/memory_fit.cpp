@@ -1,0 +1,217 @@
+#include "titan/train/memory_fit.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "titan/common/error.h"
+#include "titan/lora/lora_model.h"
+#include "titan/lora/lora_targets.h"
+#include "titan/models/common/lora.h"
+#include "titan/train/device_stats.h"
+
+namespace titan::train {
+namespace {
+
+double bytes_of(at::ScalarType dtype) { return static_cast<double>(c10::elementSize(dtype)); }
+
+// How many ranks split a weight of this shape: FSDP splits everything over dp_shard, tensor
+// parallelism the matrices over tp (expert stacks: expert parallelism borrows from the same
+// ranks).
+double split_of(const at::Tensor& t, const distributed::ParallelDims& dims) {
+  return static_cast<double>(t.dim() >= 2 ? dims.dp_shard * dims.tp : dims.dp_shard);
+}
+
+// Bytes of a [rows, cols] weight in NF4: half a byte a weight, plus its scales (a float32 per
+// block of 64, or about a byte per block once double-quantised).
+double nf4_bytes(double numel, bool double_quantization) {
+  const double blocks = std::ceil(numel / 64.0);
+  return std::ceil(numel / 2.0) +
+         (double_quantization ? blocks + std::ceil(blocks / 256.0) * 4.0 : blocks * 4.0);
+}
+
+int64_t number(const nlohmann::json& config, const char* key, int64_t fallback) {
+  return config.contains(key) && config[key].is_number_integer() ? config[key].get<int64_t>()
+                                                                 : fallback;
+}
+
+// One micro-batch's saved activations, roughly: per layer and token, the tensors a pre-norm
+// decoder layer keeps for its backward (norm inputs and outputs, q/k/v, attention output, the
+// MLP's three intermediate-sized tensors); under full checkpointing only each layer's input
+// and one layer's worth, under selective about half. An estimate for a warning, not a bound.
+double activation_bytes(models::Model& model, const config::TrainerConfig& cfg,
+                        const Precision& precision, const distributed::ParallelDims& dims) {
+  const nlohmann::json c = model.hf_config("float32");
+  const int64_t hidden = number(c, "hidden_size", 0), layers = number(c, "num_hidden_layers", 0);
+  if (hidden <= 0 || layers <= 0) return 0;
+  int64_t intermediate = number(c, "intermediate_size", 4 * hidden);
+  if (c.contains("num_experts") && number(c, "num_experts", 0) > 0)
+    intermediate =
+        number(c, "moe_intermediate_size", intermediate) * number(c, "num_experts_per_tok", 1);
+  const int64_t heads = number(c, "num_attention_heads", 1);
+  const int64_t kv_heads = number(c, "num_key_value_heads", heads);
+  const int64_t head_dim = number(c, "head_dim", hidden / std::max<int64_t>(heads, 1));
+  const double tokens = static_cast<double>(cfg.training.local_batch_size * cfg.training.seq_len) /
+                        static_cast<double>(std::max<int64_t>(dims.cp, 1));
+  const double per_token_layer =
+      static_cast<double>(6 * hidden + 2 * (heads + kv_heads) * head_dim + 3 * intermediate) *
+      bytes_of(precision.compute_dtype) / static_cast<double>(std::max<int64_t>(dims.tp, 1));
+  const double whole_layer = tokens * per_token_layer;
+  const double layer_input =
+      tokens * static_cast<double>(hidden) * bytes_of(precision.compute_dtype);
+  const std::string& mode = cfg.activation_checkpoint.mode;
+  if (mode == "full") return static_cast<double>(layers) * layer_input + whole_layer;
+  if (mode == "selective") return static_cast<double>(layers) * whole_layer / 2.0;
+  return static_cast<double>(layers) * whole_layer;
+}
+
+ModelStateEstimate estimate(models::Model& model, const config::TrainerConfig& cfg,
+                            const Precision& precision, const distributed::ParallelDims& dims,
+                            bool lora, const std::string& quantization) {
+  ModelStateEstimate e;
+  const double param_bytes = bytes_of(precision.param_dtype);
+  const NamedTensors params = model.named_parameters();
+  if (!lora) {
+    for (const auto& [name, p] : params)
+      e.parameters += static_cast<double>(p.numel()) * param_bytes / split_of(p, dims);
+  } else {
+    std::map<std::string, at::Tensor> by_name(params.begin(), params.end());
+    models::LoraHost* host = model.lora_host();
+    TITAN_CHECK(host != nullptr, "model.converters = [\"lora\"]: this model has no LoRA support");
+    config::LoraConfig settings = cfg.lora;
+    settings.base_quantization = quantization;
+    std::map<std::string, bool> adapted;
+    for (const lora::Target& t : lora::select_targets(host->adaptable_weights(), settings))
+      adapted[t.name] = t.experts;
+    const double r = static_cast<double>(cfg.lora.rank);
+    const bool nf4 = quantization == "nf4";
+    for (const auto& [name, p] : params) {
+      if (models::is_lora_name(name)) continue;
+      const double numel = static_cast<double>(p.numel());
+      if (auto a = adapted.find(name); a != adapted.end()) {
+        // A [r, in] and B [out, r], per expert for a stack [E, out, in].
+        const double experts = a->second ? static_cast<double>(p.size(0)) : 1.0;
+        const double in = static_cast<double>(p.size(-1)), out = static_cast<double>(p.size(-2));
+        e.parameters += experts * r * (in + out) * param_bytes / static_cast<double>(dims.tp);
+      }
+      if (nf4 && host->quantizable(name)) {
+        e.frozen += nf4_bytes(numel, cfg.lora.double_quantization) / static_cast<double>(dims.tp);
+      } else {
+        e.frozen += numel * bytes_of(precision.compute_dtype) / split_of(p, dims);
+      }
+    }
+  }
+  e.gradients = e.parameters;
+  e.optimizer = 2 * e.parameters;
+  e.activations = activation_bytes(model, cfg, precision, dims);
+  return e;
+}
+
+double meminfo_available() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  double kib = 0;
+  std::string unit;
+  while (in >> key >> kib >> unit)
+    if (key == "MemAvailable:") return kib * 1024.0;
+  return 0;
+}
+
+// The cgroup (v2) limit less what the group already uses; 0 when there is none.
+double cgroup_available() {
+  std::ifstream max_file("/sys/fs/cgroup/memory.max"),
+      current_file("/sys/fs/cgroup/memory.current");
+  std::string max_text;
+  double current = 0;
+  if (!(max_file >> max_text) || max_text == "max" || !(current_file >> current)) return 0;
+  const double limit = std::strtod(max_text.c_str(), nullptr);
+  return limit > current ? limit - current : 0;
+}
+
+}  // namespace
+
+std::string format_gib(double bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.1f GiB", bytes / (1024.0 * 1024.0 * 1024.0));
+  return buf;
+}
+
+ModelStateEstimate estimate_model_state(models::Model& model, const config::TrainerConfig& cfg,
+                                        const Precision& precision,
+                                        const distributed::ParallelDims& dims) {
+  const bool lora = std::find(cfg.model.converters.begin(), cfg.model.converters.end(), "lora") !=
+                    cfg.model.converters.end();
+  return estimate(model, cfg, precision, dims, lora, cfg.lora.base_quantization);
+}
+
+ModelStateEstimate estimate_with_lora(models::Model& model, const config::TrainerConfig& cfg,
+                                      const Precision& precision,
+                                      const distributed::ParallelDims& dims,
+                                      const std::string& base_quantization) {
+  return estimate(model, cfg, precision, dims, true, base_quantization);
+}
+
+double available_memory_bytes(at::Device device, int64_t local_ranks) {
+  if (device.is_cuda()) return cuda_free_bytes(device.index() < 0 ? 0 : device.index());
+  double available = meminfo_available();
+  if (const double group = cgroup_available(); group > 0)
+    available = available > 0 ? std::min(available, group) : group;
+  return available / static_cast<double>(std::max<int64_t>(local_ranks, 1));
+}
+
+std::string check_memory_fits(const ModelStateEstimate& e, double available, models::Model& model,
+                              const config::TrainerConfig& cfg, const Precision& precision,
+                              const distributed::ParallelDims& dims) {
+  if (available <= 0) return "";
+  const bool lora = std::find(cfg.model.converters.begin(), cfg.model.converters.end(), "lora") !=
+                    cfg.model.converters.end();
+  const std::string where = precision.device.is_cuda() ? "this GPU has " : "this machine has ";
+  if (e.model_state() > available) {
+    std::ostringstream out;
+    out << "the model state needs about " << format_gib(e.model_state()) << " on each rank (";
+    if (lora) {
+      out << "the frozen base " << format_gib(e.frozen) << ", the adapters, their gradients and "
+          << "AdamW moments " << format_gib(e.parameters + e.gradients + e.optimizer);
+    } else {
+      out << format_gib(e.parameters) << " of parameters in "
+          << c10::toString(precision.param_dtype) << ", as much again of gradients, "
+          << format_gib(e.optimizer) << " of AdamW moments";
+    }
+    out << "), but " << where << format_gib(available) << " available"
+        << (precision.device.is_cuda() ? "" : " for each of its processes") << ". What would fit:";
+    bool any = false;
+    auto suggest = [&](const std::string& quantization, const std::string& flags) {
+      const ModelStateEstimate alt = estimate_with_lora(model, cfg, precision, dims, quantization);
+      if (alt.model_state() >= e.model_state()) return;
+      out << (any ? ";" : "") << " " << flags << " (about " << format_gib(alt.model_state())
+          << (alt.model_state() <= available ? ", fits" : ", does not fit either") << ")";
+      any = true;
+    };
+    try {
+      if (!lora) suggest("none", "LoRA: --model.converters lora");
+      if (!lora || cfg.lora.base_quantization != "nf4")
+        suggest("nf4", "QLoRA: --model.converters lora --lora.base_quantization nf4");
+    } catch (const Error&) {
+      // No LoRA for this model: only sharding is left to suggest.
+    }
+    const double ranks =
+        std::ceil(e.model_state() * static_cast<double>(dims.dp_shard) / available);
+    out << (any ? ";" : "") << " or shard it over at least " << static_cast<int64_t>(ranks)
+        << " ranks with their own memory (parallelism.data_parallel_shard_degree, on "
+        << (precision.device.is_cuda() ? "that many GPUs" : "several machines") << ")";
+    fail(out.str());
+  }
+  if (cfg.activation_checkpoint.mode != "full" && e.model_state() + e.activations > available) {
+    return "the model state (about " + format_gib(e.model_state()) +
+           ") and one micro-batch's activations (about " + format_gib(e.activations) +
+           ") may not fit in the " + format_gib(available) +
+           " available: activation_checkpoint.mode full (or selective) keeps less, as does a "
+           "smaller training.local_batch_size or seq_len";
+  }
+  return "";
+}
+
+}  // namespace titan::train

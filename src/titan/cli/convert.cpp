@@ -47,12 +47,11 @@ int run_convert(const Args& args) {
   if (loaded.lora) {
     const std::string format = flags.get("--lora-format", "both");
     config::check_one_of("--lora-format", format, {"adapter", "merged", "both"});
-    const std::string& base = loaded.lora->base.source;
     train::export_lora(*loaded.spec, *loaded.model, *loaded.lora, format == "adapter" ? "" : to,
                        format == "merged" ? "" : (format == "adapter" ? to : to + "-adapter"),
                        flags.get("--dtype", "float32"),
                        checkpoint::parse_size(flags.get("--max-shard-size", "5GB")),
-                       loaded.tokenizer_dir, base.rfind("seed ", 0) == 0 ? "" : base,
+                       loaded.tokenizer_dir, loaded.lora->base.folder(),
                        checkpoint::whole_tensors());
     return 0;
   }

@@ -10,6 +10,7 @@
 #include "titan/data/data_loader.h"
 #include "titan/data/token_documents.h"
 #include "titan/data/tokenizer/tokenizer.h"
+#include "titan/train/batch_loss.h"
 #include "titan/train/loader_options.h"
 #include "titan/train/loss.h"
 #include "titan/train/precision.h"
@@ -98,22 +99,17 @@ int run_eval(const Args& args) {
   double loss_sum = 0;
   int64_t tokens = 0;
   for (int64_t i = 0; i < batches; ++i) {
-    const data::Batch batch = loader.next();
-    at::Tensor labels = batch.labels;
+    data::Batch batch = loader.next();
     if (available < wanted) {
       // Window w's label j is token w * window + j + 1 of the stream: past the data, it is the
       // start of the data again.
       const at::Tensor rows = at::arange(i * batch_size, (i + 1) * batch_size, at::kLong);
       const at::Tensor target = rows.unsqueeze(1) * window + at::arange(1, seq_len + 1, at::kLong);
-      labels = labels.masked_fill(target >= available, -100);
+      batch.labels = batch.labels.masked_fill(target >= available, -100);
     }
-    labels = labels.to(options.device).flatten();
-    const at::Tensor hidden = loaded.model
-                                  ->forward_packed(batch.inputs.to(options.device),
-                                                   train::packed_documents(batch, options.device))
-                                  .hidden;
-    loss_sum += loss.sum(hidden.flatten(0, 1), labels).item<double>();
-    tokens += train::count_valid_tokens(labels);
+    const train::BatchLoss b = train::batch_loss(*loaded.model, loss, batch, options.device);
+    loss_sum += b.loss_sum.item<double>();
+    tokens += b.tokens;
   }
   TITAN_CHECK(tokens > 0, "titan eval: --data ", data_path, " holds ", available,
               " tokens: no label to evaluate (it needs at least 2)");

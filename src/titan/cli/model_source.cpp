@@ -49,14 +49,14 @@ void load_lora_checkpoint(LoadedModel& out, const nlohmann::json& hf_config,
                           const std::string& manifest, models::BuildOptions opts,
                           const NamedTensors& saved, const std::string& source) {
   const lora::LoraSetup& setup = *out.lora;
-  const std::string& base = setup.base.source;
+  const std::string base = setup.base.folder();
   // The base is read (or drawn) weight by weight as the adapters are put back (lora_model.h).
   opts.meta_parameters = true;
   lora::BaseWeights weights;
   weights.spec = out.spec;
   weights.device = opts.device;
-  if (base.rfind("seed ", 0) == 0) {
-    weights.seed = std::stoull(base.substr(5));
+  if (const std::optional<uint64_t> seed = setup.base.seed()) {
+    weights.seed = *seed;
     out.model = out.spec->build_from_hf_config(hf_config, manifest, opts);
     lora::check_same_base(setup.base,
                           lora::fingerprint_seeded(weights.seed, out.model->hf_config("float32")),

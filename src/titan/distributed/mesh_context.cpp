@@ -64,12 +64,46 @@ models::TensorParallelHooks MeshContext::tensor_parallel_hooks(bool sequence_par
   return hooks;
 }
 
-models::VocabParallelLoss MeshContext::vocab_parallel_loss(int64_t vocab, bool sequence_parallel) {
+const std::string& MeshContext::group_of(const std::string& purpose) const {
+  // Today's layout: the batch and the loss are data parallelism's; every rank holds every layer.
+  static const std::map<std::string, std::string> groups = {
+      {"batch", "dp"}, {"loss", "dp"}, {"layer_replicas", "world"}, {"world", "world"}};
+  const auto it = groups.find(purpose);
+  TITAN_CHECK(it != groups.end(), "no reduction purpose '", purpose,
+              "' (batch, loss, layer_replicas, world)");
+  return it->second;
+}
+
+int64_t MeshContext::purpose_size(const std::string& purpose) const {
+  return mesh_->size(group_of(purpose));
+}
+
+int64_t MeshContext::purpose_rank(const std::string& purpose) const {
+  return mesh_->coordinate(group_of(purpose));
+}
+
+void MeshContext::all_reduce(const std::string& purpose, at::Tensor& tensor, models::Reduction op) {
+  Group& group = (*mesh_)[group_of(purpose)];
+  if (group.size() == 1) return;
+  group.all_reduce(tensor, op == models::Reduction::kMax ? ReduceOp::kMax : ReduceOp::kSum);
+}
+
+void MeshContext::start_backward(bool last) {
+  if (data_parallel_) data_parallel_->set_gradient_sync(last);
+}
+
+void MeshContext::finish_backward(bool last, const NamedTensors& params) {
+  if (data_parallel_) data_parallel_->finish_backward();
+  if (last) sum_partial_gradients(params);
+}
+
+void MeshContext::use_vocab_parallel_head(int64_t vocab, bool sequence_parallel) {
+  vocabulary_ = vocab;
   const std::shared_ptr<Group> tp = mesh_->group("tp");
   const EvenSplit rows = even_split(vocab, tp->size(), tp->rank());
   const models::TensorParallelHooks hooks = tensor_parallel_hooks(sequence_parallel);
-  return [tp, rows, enter = hooks.enter](const at::Tensor& hidden, const at::Tensor& weight,
-                                         const at::Tensor& labels, int64_t ignore_index) {
+  vocab_loss_ = [tp, rows, enter = hooks.enter](const at::Tensor& hidden, const at::Tensor& weight,
+                                                const at::Tensor& labels, int64_t ignore_index) {
     // Every rank needs every token's hidden state for its rows of the vocabulary.
     const at::Tensor h = enter ? enter(hidden) : hidden;
     return vocab_parallel_cross_entropy(h.reshape({-1, h.size(-1)}), weight, labels.reshape({-1}),

@@ -22,6 +22,10 @@ class MeshContext : public models::ParallelContext {
  public:
   MeshContext(std::unique_ptr<DeviceMesh> mesh, DataParallelOptions data_parallel);
 
+  int64_t purpose_size(const std::string& purpose) const override;
+  int64_t purpose_rank(const std::string& purpose) const override;
+  void all_reduce(const std::string& purpose, at::Tensor& tensor,
+                  models::Reduction op = models::Reduction::kSum) override;
   int64_t degree(const std::string& mesh_dim) const override { return mesh_->size(mesh_dim); }
   int64_t coordinate(const std::string& mesh_dim) const override {
     return mesh_->coordinate(mesh_dim);
@@ -33,7 +37,7 @@ class MeshContext : public models::ParallelContext {
                   int64_t dim) override;
   void sum_gradients_over(const std::string& name, const std::string& mesh_dim) override;
   models::TensorParallelHooks tensor_parallel_hooks(bool sequence_parallel) override;
-  models::VocabParallelLoss vocab_parallel_loss(int64_t vocab, bool sequence_parallel) override;
+  void use_vocab_parallel_head(int64_t vocab, bool sequence_parallel) override;
   kernels::ExpertGroup expert_group() override;
 
   const DeviceMesh& mesh() const { return *mesh_; }
@@ -42,18 +46,32 @@ class MeshContext : public models::ParallelContext {
   // nullptr without data parallelism.
   DataParallel* data_parallel_wrapper() { return data_parallel_.get(); }
 
+  // The loss over the head that parallelize left: the vocabulary-parallel loss and the whole
+  // vocabulary's size when the head is split over tp (use_vocab_parallel_head), else unset.
+  const models::VocabParallelLoss& vocab_parallel_loss() const { return vocab_loss_; }
+  int64_t vocabulary() const { return vocabulary_; }
+
   // Once parallelize is done: every recorded placement also names the mesh dimensions of size
   // > 1 it is replicated over, so that exactly one rank writes each piece.
   void finish_placements();
-  // After the last backward of a step: sums the gradients of the sum_gradients_over parameters
-  // over their mesh dimension; `params` are the optimizer's (name, tensor) pairs.
-  void sum_partial_gradients(const NamedTensors& params);
+  // Around each micro-batch's backward: before it, whether it is the step's last (data
+  // parallelism sums over replicas only then); after it, the data-parallel reductions are
+  // finished and, after the last, the gradients that are partial sums over a mesh dimension
+  // (sum_gradients_over) are summed. `params` are the optimizer's (name, tensor) pairs.
+  void start_backward(bool last);
+  void finish_backward(bool last, const NamedTensors& params);
 
  private:
   std::unique_ptr<DeviceMesh> mesh_;
   ParameterPlacements placements_;
   std::unique_ptr<DataParallel> data_parallel_;
   std::map<std::string, std::set<std::string>> partial_;  // mesh dim -> parameter names
+  models::VocabParallelLoss vocab_loss_;
+  int64_t vocabulary_ = 0;
+
+  // The mesh group a reduction purpose spans.
+  const std::string& group_of(const std::string& purpose) const;
+  void sum_partial_gradients(const NamedTensors& params);
 };
 
 }  // namespace titan::distributed

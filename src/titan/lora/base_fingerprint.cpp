@@ -82,10 +82,21 @@ BaseFingerprint fingerprint_hf_folder(const std::string& dir) {
   return {fs::absolute(dir).lexically_normal().string(), hex(hash.digest())};
 }
 
+constexpr std::string_view kSeedPrefix = "seed ";
+
+std::optional<uint64_t> BaseFingerprint::seed() const {
+  if (!source.starts_with(kSeedPrefix)) return std::nullopt;
+  const std::string digits = source.substr(kSeedPrefix.size());
+  TITAN_CHECK(!digits.empty() && digits.find_first_not_of("0123456789") == std::string::npos,
+              "LoRA base '", source, "': not a seed");
+  return std::stoull(digits);
+}
+
 BaseFingerprint fingerprint_seeded(uint64_t seed, const nlohmann::json& hf_config) {
+  const std::string source = std::string(kSeedPrefix) + std::to_string(seed);
   Hash64 hash;
-  hash.update("seed " + std::to_string(seed) + " " + hf_config.dump());
-  return {"seed " + std::to_string(seed), hex(hash.digest())};
+  hash.update(source + " " + hf_config.dump());
+  return {source, hex(hash.digest())};
 }
 
 void check_same_base(const BaseFingerprint& saved, const BaseFingerprint& current,

@@ -7,14 +7,21 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstdint>
+#include <optional>
 #include <string>
 
 namespace titan::lora {
 
+// The source string is built and read here only (fingerprint_seeded, seed(), folder()).
 struct BaseFingerprint {
   std::string source;  // the folder's absolute path, or "seed N"
   std::string digest;  // hex
   nlohmann::json to_json() const { return {{"source", source}, {"digest", digest}}; }
+  // The seed of a freshly initialised base; nothing for a base read from a folder.
+  std::optional<uint64_t> seed() const;
+  // The folder of a base read from one; "" for a seeded base.
+  std::string folder() const { return seed() ? std::string() : source; }
   // Throws titan::Error naming `where` when the JSON is not a fingerprint.
   static BaseFingerprint from_json(const nlohmann::json& j, const std::string& where);
 };

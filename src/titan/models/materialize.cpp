@@ -4,6 +4,7 @@
 #include <ATen/core/grad_mode.h>
 
 #include "titan/common/error.h"
+#include "titan/models/common/lora.h"
 
 namespace titan::models {
 namespace {
@@ -53,13 +54,29 @@ void materialize(Model& model, const ParameterSource& source, const MaterializeO
 }
 
 ParameterSource seeded_initialisation(Model& model, uint64_t seed) {
-  auto gen = std::make_shared<at::Generator>(at::make_generator<at::CPUGeneratorImpl>(seed));
+  // The generator walks the model's whole initialisation order: values of parameters this model
+  // does not hold (another pipeline stage's) are drawn and dropped, so every value is the one a
+  // whole model built with this seed has.
+  struct Walk {
+    at::Generator gen;
+    std::vector<std::pair<std::string, std::vector<int64_t>>> order;
+    size_t next = 0;
+  };
+  auto walk = std::make_shared<Walk>();
+  walk->gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+  // (LoRA's adapters are no part of it: they have their own initialisation.)
+  for (const auto& [name, t] : model.initialisation_order())
+    if (!is_lora_name(name)) walk->order.emplace_back(name, t.sizes().vec());
   Model* m = &model;
-  return [gen, m](const std::string& name, const at::Tensor& meta) {
-    // Drawn in float32 on the CPU, as the whole-model initialisation draws it.
-    at::Tensor value = at::empty(meta.sizes(), at::kFloat);
-    m->initialise_parameter(name, value, *gen);
-    return value;
+  return [walk, m](const std::string& name, const at::Tensor&) {
+    while (walk->next < walk->order.size()) {
+      const auto& [next_name, shape] = walk->order[walk->next++];
+      // Drawn in float32 on the CPU, as the whole-model initialisation draws it.
+      at::Tensor value = at::empty(shape, at::kFloat);
+      m->initialise_parameter(next_name, value, walk->gen);
+      if (next_name == name) return value;
+    }
+    fail("seeded initialisation: ", name, " is not in the model's initialisation order");
   };
 }
 

@@ -87,6 +87,10 @@ class Model {
   // (models/materialize.h streams it so). Models that are never initialised by titan refuse.
   virtual void initialise_parameter(const std::string& name, at::Tensor& value,
                                     at::Generator& generator);
+  // Every parameter in the order the seeded initialisation draws them: named_parameters(),
+  // unless the model is a pipeline stage, which still draws the whole model's values in order
+  // (its own come out as in one process) and keeps its own.
+  virtual NamedTensors initialisation_order() { return named_parameters(); }
   // Hugging Face config.json for this model, with weights recorded as `dtype`.
   virtual nlohmann::json hf_config(const std::string& dtype) const = 0;
 
@@ -100,18 +104,6 @@ class Model {
   virtual IncrementalDecoder* decoder() { return nullptr; }
   // LoRA adapters and NF4 base weights, when the model supports them.
   virtual LoraHost* lora_host() { return nullptr; }
-
-  // Under tensor parallelism the head (output_weight()) holds this rank's rows of the
-  // vocabulary and the loss goes through this function (loss parallel); unset otherwise.
-  void set_vocab_parallel_loss(VocabParallelLoss loss) { vocab_parallel_loss_ = std::move(loss); }
-  const VocabParallelLoss& vocab_parallel_loss() const { return vocab_parallel_loss_; }
-  // The whole vocabulary's size (output_weight() may hold a part of it).
-  int64_t vocab_size() { return vocab_size_ > 0 ? vocab_size_ : output_weight().size(0); }
-  void set_vocab_size(int64_t vocab) { vocab_size_ = vocab; }
-
- private:
-  VocabParallelLoss vocab_parallel_loss_;
-  int64_t vocab_size_ = 0;
 };
 
 // Logits [B, S, V] in the compute dtype: forward(ids).hidden times output_weight().

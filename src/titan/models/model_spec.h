@@ -19,6 +19,7 @@
 #include "titan/config/trainer_config.h"
 #include "titan/models/model.h"
 #include "titan/models/parallel_context.h"
+#include "titan/models/stage_parts.h"
 
 namespace titan::kernels {
 class OverrideResolver;
@@ -103,6 +104,10 @@ struct ModelSpec {
   StateDictAdapter adapter;
   // Training FLOPs per token, torchtitan's convention (docs/qwen3.md section 7).
   std::function<double(Model&, int64_t seq_len)> flops_per_token;
+  // Pipeline parallelism: keeps only `parts` of a built model (its blocks, and the embedding or
+  // the head where the stage holds them); the other parts' parameters never get storage (build
+  // on the meta device, then this, then materialize). Unset: the model cannot be split.
+  std::function<void(Model&, const StageParts& parts)> pipeline;
 };
 
 // The registry of model specs (one of the few globals: a registry), filled with the built-in

@@ -6,6 +6,16 @@
 // Mesh dimensions are named as in docs/distributed.md: "dp_replicate", "dp_shard", "dp",
 // "cp", "tp", "pp", "ep", "efsdp". On one process every degree is 1 and every call is the
 // identity.
+//
+// Reductions are asked for by purpose, never by mesh group (torchtitan's named meshes), so that
+// a new parallelism changes what a purpose spans, not its callers:
+//   "batch"           the ranks that read different rows of a step (data parallelism);
+//   "loss"            the ranks whose token counts and losses make up the step's loss (the
+//                     batch ranks; with context parallelism also the cp ranks of each);
+//   "layer_replicas"  the ranks that hold the same layers (all of them, or one pipeline
+//                     stage's), over which per-layer statistics such as the expert-bias
+//                     counts are summed;
+//   "world"           every rank (agreeing to stop).
 #pragma once
 
 #include <cstdint>
@@ -56,9 +66,19 @@ using VocabParallelLoss =
     std::function<at::Tensor(const at::Tensor& hidden, const at::Tensor& weight,
                              const at::Tensor& labels, int64_t ignore_index)>;
 
+enum class Reduction { kSum, kMax };
+
 class ParallelContext {
  public:
   virtual ~ParallelContext() = default;
+
+  // The ranks of a reduction purpose (above), and this rank's index among them; throws naming
+  // an unknown purpose.
+  virtual int64_t purpose_size(const std::string& purpose) const = 0;
+  virtual int64_t purpose_rank(const std::string& purpose) const = 0;
+  // Reduces `tensor` in place over a purpose's ranks (nothing when it has one rank).
+  virtual void all_reduce(const std::string& purpose, at::Tensor& tensor,
+                          Reduction op = Reduction::kSum) = 0;
 
   // Ranks on a mesh dimension, and this rank's place on it; throws naming an unknown one.
   virtual int64_t degree(const std::string& mesh_dim) const = 0;
@@ -84,9 +104,12 @@ class ParallelContext {
   // input tensor parallelism splits): their gradients are summed over it at the end of each
   // step's backward.
   virtual void sum_gradients_over(const std::string& name, const std::string& mesh_dim) = 0;
-  // The hooks of tensor parallelism over tp, and its loss over a vocabulary of `vocab` rows.
+  // The hooks of tensor parallelism over tp.
   virtual TensorParallelHooks tensor_parallel_hooks(bool sequence_parallel) = 0;
-  virtual VocabParallelLoss vocab_parallel_loss(int64_t vocab, bool sequence_parallel) = 0;
+  // The model's head holds this rank's rows of a vocabulary of `vocab` (split over tp): the
+  // loss the trainer builds after parallelize goes through the vocabulary-parallel loss
+  // (torchtitan's loss parallel).
+  virtual void use_vocab_parallel_head(int64_t vocab, bool sequence_parallel) = 0;
   // The expert group (ep) for the MoE layers' token exchange.
   virtual kernels::ExpertGroup expert_group() = 0;
 };

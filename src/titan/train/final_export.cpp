@@ -43,8 +43,7 @@ ExportedFolders export_hf_if_requested(const config::TrainerConfig& cfg,
     if (format != "adapter") out.hf = dir;
     // The adapter names its base as PEFT does (AutoPeftModelForCausalLM loads it from there):
     // the folder it trained on, else model.hf_model.
-    const bool seeded = lora->base.source.rfind("seed ", 0) == 0;
-    const std::string base_name = seeded ? cfg.model.hf_model : lora->base.source;
+    const std::string base_name = lora->base.seed() ? cfg.model.hf_model : lora->base.folder();
     export_lora(spec, model, *lora, out.hf, out.adapter, cfg.checkpoint.export_dtype,
                 checkpoint::parse_size(cfg.checkpoint.hf_max_shard_size), cfg.model.hf_assets_path,
                 base_name, layout);

@@ -43,18 +43,21 @@ void check_head_inputs(const at::Tensor& hidden, const at::Tensor& weight, const
 
 }  // namespace
 
-CausalLmLoss::CausalLmLoss(models::Model& model, kernels::OverrideResolver* overrides)
+CausalLmLoss::CausalLmLoss(models::Model& model, kernels::OverrideResolver* overrides,
+                           models::VocabParallelLoss vocab_parallel, int64_t vocabulary)
     : model_(model),
+      vocab_parallel_(std::move(vocab_parallel)),
+      vocabulary_(vocabulary),
       cross_entropy_(overrides != nullptr
                          ? overrides->function<kernels::Op::kCrossEntropy>("output")
                          : &kernels::reference::cross_entropy) {}
 
 at::Tensor CausalLmLoss::sum(const at::Tensor& hidden, const at::Tensor& labels) const {
-  const models::VocabParallelLoss& parallel = model_.vocab_parallel_loss();
+  const models::VocabParallelLoss& parallel = vocab_parallel_;
   if (!parallel)
     return linear_cross_entropy_sum(hidden, model_.output_weight(), labels, cross_entropy_);
   // Loss parallel: the head holds a part of the vocabulary; the labels are checked against all.
-  const int64_t vocab = model_.vocab_size();
+  const int64_t vocab = vocabulary_;
   const bool out_of_range =
       ((labels != kIgnoreIndex) & ((labels < 0) | (labels >= vocab))).any().item<bool>();
   TITAN_CHECK(!out_of_range, "loss: a label is outside [0, ", vocab,

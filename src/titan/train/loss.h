@@ -25,8 +25,11 @@ constexpr int64_t kIgnoreIndex = -100;
 
 class CausalLmLoss {
  public:
-  // `overrides` picks the cross_entropy implementation at "output" (nullptr: reference).
-  CausalLmLoss(models::Model& model, kernels::OverrideResolver* overrides);
+  // `overrides` picks the cross_entropy implementation at "output" (nullptr: reference). With
+  // `vocab_parallel` set (the head split over tensor-parallel ranks: what parallelize left in
+  // the parallel context) the loss goes through it, over a vocabulary of `vocabulary` rows.
+  CausalLmLoss(models::Model& model, kernels::OverrideResolver* overrides,
+               models::VocabParallelLoss vocab_parallel = {}, int64_t vocabulary = 0);
 
   // Summed cross-entropy of hidden [B, S, H] (or [N, H]) against labels [B, S] (or [N]), with
   // the model's head. Labels outside the vocabulary (other than -100) are a titan::Error. The
@@ -36,6 +39,8 @@ class CausalLmLoss {
 
  private:
   models::Model& model_;
+  models::VocabParallelLoss vocab_parallel_;
+  int64_t vocabulary_ = 0;
   kernels::CrossEntropyFn cross_entropy_;
 };
 

@@ -20,6 +20,7 @@
 #include "titan/kernels/override_resolver.h"
 #include "titan/models/materialize.h"
 #include "titan/models/model_spec.h"
+#include "titan/train/batch_loss.h"
 #include "titan/train/checkpoint_manager.h"
 #include "titan/train/checkpoint_parts.h"
 #include "titan/train/distributed_setup.h"
@@ -78,9 +79,9 @@ class Trainer {
     build_mesh();
     build_data();
     build_model();
+    parallelize();
     build_loss();
     apply_overrides();
-    parallelize();
     build_optimizer();
     build_checkpointing();
     restore();
@@ -167,7 +168,7 @@ class Trainer {
     const double here = stop_->signal() != 0 ? 1.0 : 0.0;
     if (dist_.env.world_size == 1) return here > 0;
     at::Tensor t = at::tensor({here}, at::TensorOptions(precision_.device).dtype(at::kDouble));
-    parallel_->mesh()["world"].all_reduce(t);
+    parallel_->all_reduce("world", t);
     return t.item<double>() > 0;
   }
 
@@ -175,14 +176,11 @@ class Trainer {
   double validate(int64_t step) {
     const double loss = validator_->run(
         [this](const data::Batch& batch) {
-          const at::Tensor inputs = batch.inputs.to(precision_.device);
-          const at::Tensor labels = batch.labels.to(precision_.device);
-          const models::ModelOutput out =
-              model_->forward_packed(inputs, packed_documents(batch, precision_.device));
-          return std::pair<double, double>{loss_->sum(out.hidden, labels).item<double>(),
-                                           static_cast<double>(count_valid_tokens(batch.labels))};
+          const BatchLoss b = batch_loss(*model_, *loss_, batch, precision_.device);
+          return std::pair<double, double>{b.loss_sum.item<double>(),
+                                           static_cast<double>(b.tokens)};
         },
-        [this](double v) { return sum_over_dp(v); });
+        [this](double v) { return sum_over("loss", v); });
     progress_->clear();
     if (dist_.rank() == 0) std::cout << format_validation_line(step, loss) << std::endl;
     return loss;
@@ -208,13 +206,13 @@ class Trainer {
         data::Tokenizer::from_directory(cfg_.model.hf_assets_path));
     const int32_t eos = tokenizer_->token_to_id(cfg_.training.eos_token);
     data::LoaderOptions options = loader_options(cfg_, eos);
-    options.row_rank = dp_rank();
-    options.row_ranks = dp_size();
-    if (dp_size() > 1 && cfg_.debug.shared_reading)
+    options.row_rank = batch_rank();
+    options.row_ranks = batch_ranks();
+    if (batch_ranks() > 1 && cfg_.debug.shared_reading)
       options.exchange = document_exchange(parallel_->mesh());
     loader_.emplace(tokenizer_, cfg_.training.dataset_path, options);
-    validator_.emplace(cfg_, tokenizer_, eos, dp_size(), dp_rank());
-    micro_batches_ = micro_batches_per_step(cfg_.training, dp_size());
+    validator_.emplace(cfg_, tokenizer_, eos, batch_ranks(), batch_rank());
+    micro_batches_ = micro_batches_per_step(cfg_.training, batch_ranks());
   }
 
   // The model, built whole on every rank (parallelize splits it), with the implementation of
@@ -270,8 +268,11 @@ class Trainer {
     if (!warning.empty() && dist_.rank() == 0) print_warning(warning);
   }
 
-  // The loss, which resolves the cross_entropy kernel of the head.
-  void build_loss() { loss_.emplace(*model_, &*overrides_); }
+  // The loss, which resolves the cross_entropy kernel of the head, over what parallelize left
+  // of it (the vocabulary-parallel loss when tensor parallelism split the head).
+  void build_loss() {
+    loss_.emplace(*model_, &*overrides_, parallel_->vocab_parallel_loss(), parallel_->vocabulary());
+  }
 
   // Every call site is resolved: check the override claims and log them.
   void apply_overrides() {
@@ -280,7 +281,8 @@ class Trainer {
       std::cout << "[override] " << line << std::endl;
   }
 
-  // The spec's wrappers: activation checkpointing and each parallelism, through the context.
+  // The spec's wrappers: activation checkpointing and each parallelism, through the context
+  // (before the loss and the override log: parallelize may split the head the loss reads).
   void parallelize() {
     TITAN_CHECK(!parallel_->dims().data_parallel() || spec_->parallelize, "model '", spec_->name,
                 "' has no parallelize step, so it cannot train data-parallel");
@@ -301,9 +303,12 @@ class Trainer {
       hooks.add_step_post_hook = [this](std::function<void()> hook) {
         optimizer_->add_step_post_hook(std::move(hook));
       };
-      // Token counts: every rank routes its own tokens (data and tensor parallel ranks alike).
-      if (dist_.env.world_size > 1)
-        hooks.all_reduce_sum = [this](at::Tensor& t) { parallel_->mesh()["world"].all_reduce(t); };
+      // Per-layer statistics (the expert-bias token counts): every rank routes its own tokens,
+      // so they are summed over the ranks that hold the same layers.
+      if (parallel_->purpose_size("layer_replicas") > 1)
+        hooks.all_reduce_sum = [this](at::Tensor& t) {
+          parallel_->all_reduce("layer_replicas", t);
+        };
       spec_->post_optimizer_build(*model_, hooks);
     }
     scheduler_.emplace(cfg_.lr_scheduler, cfg_.training.steps, cfg_.optimizer.lr);
@@ -337,14 +342,15 @@ class Trainer {
     first_step_ = train_state_.step + 1;
     if (first_step_ > 1)
       warn_on_resume_config_change(cfg_,
-                                   micro_batches_ * cfg_.training.local_batch_size * dp_size(),
+                                   micro_batches_ * cfg_.training.local_batch_size * batch_ranks(),
                                    checkpoints_->step_dir(first_step_ - 1), dist_.rank() == 0);
   }
 
   // ---- during training --------------------------------------------------------------------
 
-  int64_t dp_size() const { return parallel_ ? parallel_->dims().dp_size() : dist_.dims.dp_size(); }
-  int64_t dp_rank() const { return parallel_->mesh().coordinate("dp"); }
+  // The ranks that read different rows of a step, and this rank's index among them.
+  int64_t batch_ranks() const { return parallel_->purpose_size("batch"); }
+  int64_t batch_rank() const { return parallel_->purpose_rank("batch"); }
 
   // How the ranks write one checkpoint together: through the store, into a folder named after
   // this run (rank 0's process id and start time, shared through the store).
@@ -369,22 +375,11 @@ class Trainer {
     return c;
   }
 
-  double sum_over_dp(double value) {
-    if (dp_size() == 1) return value;
+  double sum_over(const std::string& purpose, double value) {
+    if (parallel_->purpose_size(purpose) == 1) return value;
     at::Tensor t = at::tensor({value}, at::TensorOptions(precision_.device).dtype(at::kDouble));
-    parallel_->mesh()["dp"].all_reduce(t);
+    parallel_->all_reduce(purpose, t);
     return t.item<double>();
-  }
-
-  // Sums (or takes the max) over the data-parallel ranks in place, leaving the result on the
-  // device (no host synchronisation; nothing to do on one process).
-  at::Tensor sum_over_dp_on_device(at::Tensor t) {
-    if (dp_size() > 1) parallel_->mesh()["dp"].all_reduce(t);
-    return t;
-  }
-  at::Tensor max_over_dp_on_device(at::Tensor t) {
-    if (dp_size() > 1) parallel_->mesh()["dp"].all_reduce(t, distributed::ReduceOp::kMax);
-    return t;
   }
 
   // loss = summed cross-entropy over the step's valid tokens / their number, accumulated over
@@ -403,35 +398,32 @@ class Trainer {
     }
     const auto f64 = at::TensorOptions(precision_.device).dtype(at::kDouble);
     // The loss is the summed token loss of the whole global batch over its global count.
-    const at::Tensor valid_tokens =
-        sum_over_dp_on_device(at::full({1}, static_cast<double>(local_tokens), f64));
+    at::Tensor valid_tokens = at::full({1}, static_cast<double>(local_tokens), f64);
+    parallel_->all_reduce("loss", valid_tokens);
     const at::Tensor divisor = valid_tokens.reshape({}).to(at::kFloat);
-    // Auxiliary losses are means over a rank's tokens: their gradients are averaged (over the
-    // tp ranks too, which route different tokens of the MoE layers).
-    const double extra_scale =
-        static_cast<double>(micro_batches_ * dp_size() * parallel_->degree("tp"));
-    distributed::DataParallel* dp = parallel_->data_parallel_wrapper();
+    // Auxiliary losses are means over a rank's tokens (the model already averages them over
+    // the ranks that split its tokens): their gradients are averaged over the micro-batches and
+    // the ranks that read different rows.
+    const double extra_scale = static_cast<double>(micro_batches_ * batch_ranks());
     at::Tensor loss_sum = at::zeros({1}, f64);
     for (size_t i = 0; i < batches.size(); ++i) {
-      if (dp) dp->set_gradient_sync(i + 1 == batches.size());
-      const at::Tensor inputs = batches[i].inputs.to(precision_.device);
-      const models::ModelOutput out =
-          model_->forward_packed(inputs, packed_documents(batches[i], precision_.device));
-      at::Tensor loss = loss_->sum(out.hidden, batches[i].labels) / divisor;
-      if (out.extra_loss.defined()) loss = loss + out.extra_loss / extra_scale;
+      const bool last = i + 1 == batches.size();
+      parallel_->start_backward(last);
+      const BatchLoss b = batch_loss(*model_, *loss_, batches[i], precision_.device);
+      at::Tensor loss = b.loss_sum / divisor;
+      if (b.extra_loss.defined()) loss = loss + b.extra_loss / extra_scale;
       if (step == cfg_.debug.inject_nonfinite_at_step)
         loss = loss * std::numeric_limits<double>::quiet_NaN();
       loss.backward();
-      if (dp) dp->finish_backward();
-      if (i + 1 == batches.size()) parallel_->sum_partial_gradients(optimizer_->params());
+      parallel_->finish_backward(last, optimizer_->params());
       loss_sum.add_(loss.detach().to(at::kDouble));
     }
     // torchtitan's global_max_loss: each rank's loss over its own tokens, the largest of them.
     at::Tensor max_loss = local_tokens > 0
                               ? loss_sum * (valid_tokens / static_cast<double>(local_tokens))
                               : at::zeros({1}, f64);
-    max_over_dp_on_device(max_loss);
-    sum_over_dp_on_device(loss_sum);
+    parallel_->all_reduce("loss", max_loss, models::Reduction::kMax);
+    parallel_->all_reduce("loss", loss_sum);
     const GradNorm norm = grad_norm_of_squares((*grad_squares_)(), cfg_.training.max_norm);
     // The step's one host read.
     const at::Tensor host = at::cat({loss_sum, valid_tokens, norm.norm.to(at::kDouble).reshape({1}),
@@ -482,7 +474,7 @@ class Trainer {
   // The step is done: what the next checkpoint records.
   void end_step(int64_t step) {
     train_state_.step = step;
-    train_state_.tokens_seen += tokens_per_step() * dp_size();
+    train_state_.tokens_seen += tokens_per_step() * batch_ranks();
   }
 
   // The last checkpoint of a run that stops on a data error: step `step` with the data where

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "titan/models/common/linear.h"
 #include "titan/models/model.h"
 
 namespace titan::transformers_backend {

@@ -13,6 +13,7 @@
 #include "titan/common/error.h"
 #include "titan/common/strings.h"
 #include "titan/models/common/activation_checkpoint.h"
+#include "titan/models/common/decoder_plan.h"
 #include "titan/models/model_spec.h"
 #include "titan/transformers_backend/helper_py.h"
 #include "titan/transformers_backend/python_runtime.h"
@@ -197,23 +198,15 @@ void parallelize(models::Model& model, const config::TrainerConfig& cfg,
   models::apply_activation_checkpointing(model.blocks(), cfg.activation_checkpoint);
   if (!parallel.data_parallel()) return;
   auto& hf = dynamic_cast<TransformersModel&>(model);
-  const std::string& policy = cfg.parallelism.fsdp_reshard_after_forward;
-  // modules(): [input embedding (when not tied)], decoder layers..., root.
-  std::vector<models::Module*> modules = model.modules();
-  models::Module* root = modules.back();
-  // The root runs first and holds the head the loss reads after the forward: it stays
-  // gathered until its backward (a tied embedding is in it).
-  auto shard = [&parallel](const std::vector<models::Module*>& modules, bool reshard) {
-    parallel.fully_shard(modules, models::ShardOptions{reshard});
-  };
-  shard({root}, false);
-  if (!hf.tied() && modules.size() > model.blocks().size() + 1)
-    shard({modules.front()}, policy != "never");
-  const std::vector<models::Module*> blocks = model.blocks();
-  for (size_t i = 0; i < blocks.size(); ++i) {
-    const bool reshard = policy == "always" || (policy == "default" && i + 1 < blocks.size());
-    shard({blocks[i]}, reshard);
-  }
+  // modules(): [input embedding (when not tied)], decoder layers..., root. The root holds the
+  // norm and the head the loss reads after the forward (a tied embedding is in it): the head
+  // unit of the decoder's FSDP units.
+  const std::vector<models::Module*> modules = model.modules();
+  models::DecoderUnits units;
+  units.blocks = model.blocks();
+  units.head = {modules.back()};
+  if (!hf.tied() && modules.size() > units.blocks.size() + 1) units.embedding = modules.front();
+  models::shard_decoder_units(parallel, units, cfg.parallelism.fsdp_reshard_after_forward);
 }
 
 // torchtitan's convention, from the parameter shapes: 6 * N + 12 * L * heads * head_dim * T, N
@@ -228,14 +221,11 @@ double flops_per_token(models::Model& model, int64_t seq_len) {
                            : config.value("num_local_experts", nlohmann::json());
   if (experts.is_number() && config.contains("num_experts_per_tok") && experts.get<double>() > 0)
     routed = config["num_experts_per_tok"].get<double>() / experts.get<double>();
-  double n = 0;
-  for (const auto& [name, t] : model.named_parameters()) {
-    if (name == hf.input_embedding_name() && !hf.tied()) continue;
-    n += static_cast<double>(t.numel()) *
-         (name.find(".experts.") != std::string::npos ? routed : 1.0);
-  }
-  const auto& f = hf.flops_numbers();
-  return 6.0 * n + 12.0 * static_cast<double>(f[0] * f[1] * f[2]) * static_cast<double>(seq_len);
+  const auto& f = hf.flops_numbers();  // layers, heads, head_dim
+  return models::decoder_flops_per_token(
+      model.named_parameters(), hf.input_embedding_name(), hf.tied(),
+      [](const std::string& name) { return name.find(".experts.") != std::string::npos; }, routed,
+      f[0], f[1], f[2], seq_len);
 }
 
 models::ModelSpec make_spec() {

@@ -234,7 +234,8 @@ TEST(Qwen3Model, ExpertBiasMovesTowardsUnderloadedExperts) {
     at::NoGradGuard no_grad;  // evaluation does not count
     model->forward(some_ids(97));
   }
-  Qwen3Block* sparse = model->qwen3_blocks()[0];
+  MoeLayer* sparse = model->layers()[0]->moe();
+  ASSERT_NE(sparse, nullptr);
   EXPECT_EQ(sparse->tokens_per_expert().sum().item<double>(), 0.0);
   model->forward(some_ids(97));
   const at::Tensor load = sparse->tokens_per_expert().clone();

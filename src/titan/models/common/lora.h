@@ -7,8 +7,9 @@
 //     B [E, out, r] (expert-major, so that expert parallelism splits them on dim 0 as it splits
 //     W; PEFT's files hold them as [E*r, in] and [out, r*E], lora/peft_adapter.h).
 //
-// The base weight is frozen. A frozen linear weight may also be held in NF4 (QLoRA): then it is
-// no parameter at all, only the packed codes and scales, read through the nf4_linear op.
+// The base weight is frozen. A frozen linear weight may also be held in NF4 (QLoRA: then it is
+// no parameter at all, only the packed codes and scales, read through the nf4_linear op); the
+// projection that hosts both is common/linear.h.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -16,7 +17,6 @@
 #include <optional>
 #include <string>
 
-#include "titan/kernels/nf4.h"
 #include "titan/kernels/ops.h"
 
 namespace titan::models {
@@ -39,6 +39,11 @@ inline std::string lora_b_name(const std::string& weight_name) {
 }
 // Whether a native parameter name is an adapter's.
 bool is_lora_name(const std::string& name);
+// The base weight an adapter tensor belongs to ("P.lora_A.weight" -> "P.weight"; for an expert
+// stack "P.gate_up_proj.lora_B.weight" -> "P.gate_up_proj"): lora_a_name and lora_b_name
+// inverted. Throws for a name that is not an adapter's. `linear`: the base is a linear weight
+// (the adapters of both kinds are named alike; the model knows which it holds).
+std::string lora_base_name(const std::string& adapter_name, bool linear);
 
 struct LinearAdapter {
   at::Tensor a;  // slot [r, in]
@@ -51,36 +56,6 @@ struct ExpertsAdapter {
   at::Tensor a;  // slot [E, r, in]
   at::Tensor b;  // slot [E, out, r]
   double scale = 1;
-};
-
-// A frozen weight in NF4, its scales optionally quantised again (kernels/nf4.h).
-struct Nf4Base {
-  kernels::Nf4Weight weight;  // absmax undefined when the scales are double-quantised
-  std::optional<kernels::QuantizedScales> scales;
-  // The weight as nf4_linear reads it (the scales dequantised, on the weight's device).
-  kernels::Nf4Weight resolved() const;
-  int64_t bytes() const;
-  void move_to(at::Device device);
-};
-Nf4Base quantize_base(const at::Tensor& weight, bool double_quantization);
-at::Tensor dequantize_base(const Nf4Base& base, at::ScalarType dtype);
-
-// One linear layer of a native model: its weight (dense, or NF4 once quantised), its optional
-// bias and its optional adapter. The slots are what wrappers (FSDP) swap.
-struct Linear {
-  at::Tensor weight;  // [out, in]; undefined once quantised
-  at::Tensor bias;    // [out] or undefined
-  std::optional<LinearAdapter> adapter;
-  std::optional<Nf4Base> nf4;
-  kernels::Nf4LinearFn nf4_linear = nullptr;  // the kernel chosen for this call site
-
-  // x W^T plus the adapter's term, in x's dtype, without the bias (row-parallel layers add it
-  // after summing over tensor-parallel ranks).
-  at::Tensor project(const at::Tensor& x) const;
-  at::Tensor forward(const at::Tensor& x) const;  // with the bias
-  bool plain() const { return !adapter && !nf4; }
-  int64_t out_features() const;
-  int64_t in_features() const;
 };
 
 // The adapter's term for input x: (B (A dropout(x))) * scale, in x's dtype. Dropout applies

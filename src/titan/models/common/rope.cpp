@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "titan/common/error.h"
+
 namespace titan::models {
 namespace {
 
@@ -13,6 +15,24 @@ double correction_dim(double rotations, int64_t dim, double base, int64_t origin
          (2.0 * std::log(base));
 }
 
+// Llama 3.1's scaling (transformers' _compute_llama3_parameters, op for op: Python's
+// `scalar / tensor` is reciprocal(tensor) * scalar): wavelengths above the original context
+// over low_freq_factor are slowed by `factor`, those below it over high_freq_factor kept, and
+// the band between interpolated smoothly.
+at::Tensor llama3_scaled(const at::Tensor& inv_freq, const RopeSettings& s) {
+  const double old_context = static_cast<double>(s.original_max_position_embeddings);
+  const double low_freq_wavelen = old_context / s.low_freq_factor;
+  const double high_freq_wavelen = old_context / s.high_freq_factor;
+  const at::Tensor wavelen = at::reciprocal(inv_freq) * (2 * M_PI);
+  at::Tensor scaled = at::where(wavelen > low_freq_wavelen, inv_freq / s.factor, inv_freq);
+  const at::Tensor smooth = (at::reciprocal(wavelen) * old_context - s.low_freq_factor) /
+                            (s.high_freq_factor - s.low_freq_factor);
+  const at::Tensor smoothed = (1 - smooth) * scaled / s.factor + smooth * scaled;
+  const at::Tensor medium =
+      (wavelen < high_freq_wavelen).logical_not() & (wavelen > low_freq_wavelen).logical_not();
+  return at::where(medium, smoothed, scaled);
+}
+
 }  // namespace
 
 RopeFrequencies rope_frequencies(const RopeSettings& s) {
@@ -21,7 +41,13 @@ RopeFrequencies rope_frequencies(const RopeSettings& s) {
   const at::Tensor exponent = at::arange(0, dim, 2, at::kFloat) / static_cast<double>(dim);
   const at::Tensor pos_freqs = at::pow(s.theta, exponent);
   RopeFrequencies out;
-  if (!s.yarn) {
+  if (s.type == "llama3") {
+    out.inv_freq = llama3_scaled(at::reciprocal(pos_freqs), s);
+    return out;
+  }
+  TITAN_CHECK(s.type == "default" || s.type == "yarn", "RoPE type '", s.type,
+              "' is not supported (default, yarn, llama3)");
+  if (s.type == "default") {
     out.inv_freq = at::reciprocal(pos_freqs);
     return out;
   }

@@ -1,26 +1,30 @@
-// Rotary position embedding tables, half-split ("NeoX") layout, as Hugging Face Qwen3 computes
-// them (docs/qwen3.md section 2.3): inverse frequencies and angles in float32, cos/sin rounded to
-// the activation dtype before use. Applying them to q and k is the overridable op `rope`
-// (kernels/ops.h).
+// Rotary position embedding tables, half-split ("NeoX") layout, as Hugging Face's Qwen3 and
+// Llama compute them (docs/qwen3.md section 2.3): inverse frequencies and angles in float32,
+// cos/sin rounded to the activation dtype before use. Applying them to q and k is the overridable
+// op `rope` (kernels/ops.h).
 #pragma once
 
 #include <ATen/ATen.h>
 
 #include <optional>
+#include <string>
 
 namespace titan::models {
 
 struct RopeSettings {
   int64_t head_dim = 128;
   double theta = 10000.0;
-  // "default" or "yarn"; the remaining fields are YaRN's.
-  bool yarn = false;
+  // "default", "yarn" (Qwen3's long context) or "llama3" (Llama 3.1's smooth low-frequency
+  // scaling); the remaining fields are theirs, as Hugging Face's rope_parameters name them.
+  std::string type = "default";
   double factor = 1.0;
   int64_t original_max_position_embeddings = 0;
-  std::optional<double> attention_factor;
-  double beta_fast = 32.0;
-  double beta_slow = 1.0;
-  bool truncate = true;
+  std::optional<double> attention_factor;  // yarn
+  double beta_fast = 32.0;                 // yarn
+  double beta_slow = 1.0;                  // yarn
+  bool truncate = true;                    // yarn
+  double low_freq_factor = 1.0;            // llama3
+  double high_freq_factor = 4.0;           // llama3
 };
 
 // inv_freq [head_dim / 2] (float32, CPU) and the factor cos/sin are multiplied by.

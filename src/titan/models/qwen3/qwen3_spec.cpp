@@ -1,6 +1,7 @@
 #include "titan/models/qwen3/qwen3_spec.h"
 
 #include "titan/common/error.h"
+#include "titan/models/common/decoder_plan.h"
 #include "titan/models/qwen3/model.h"
 #include "titan/models/qwen3/qwen3_args.h"
 #include "titan/models/qwen3/state_dict_adapter.h"
@@ -31,31 +32,6 @@ std::unique_ptr<Model> build_from_hf(const nlohmann::json& hf_config, const std:
 
 }  // namespace
 
-double qwen3_flops_per_token(Model& model, int64_t seq_len) {
-  const auto* qwen3 = dynamic_cast<const Qwen3Model*>(&model);
-  TITAN_CHECK(qwen3 != nullptr, "qwen3_flops_per_token needs a Qwen3 model");
-  const Qwen3Args& a = qwen3->args();
-  const NamedTensors params = model.named_parameters();
-  bool tied = true;
-  for (const auto& [name, _] : params) tied = tied && name != "lm_head.weight";
-  double active = 0;
-  for (const auto& [name, t] : params) {
-    const double n = static_cast<double>(t.numel());
-    if (name == "model.embed_tokens.weight") {
-      if (tied) active += n;  // counts once, as the output head
-    } else if (name.ends_with(".mlp.experts.gate_up_proj") ||
-               name.ends_with(".mlp.experts.down_proj")) {
-      active += n * static_cast<double>(a.num_experts_per_tok) / static_cast<double>(a.num_experts);
-    } else {
-      active += n;
-    }
-  }
-  const double attention = 12.0 * static_cast<double>(a.num_hidden_layers) *
-                           static_cast<double>(a.num_attention_heads) *
-                           static_cast<double>(a.head_dim) * static_cast<double>(seq_len);
-  return 6.0 * active + attention;
-}
-
 ModelSpec qwen3_model_spec() {
   ModelSpec spec;
   spec.name = "qwen3";
@@ -64,10 +40,15 @@ ModelSpec qwen3_model_spec() {
   spec.hf_architectures = {"Qwen3ForCausalLM", "Qwen3MoeForCausalLM"};
   spec.build = build_from_trainer_config;
   spec.build_from_hf_config = build_from_hf;
-  spec.parallelize = parallelize_qwen3;
-  spec.post_optimizer_build = qwen3_post_optimizer_build;
+  spec.parallelize = [](Model& model, const config::TrainerConfig& cfg, ParallelContext& parallel) {
+    parallelize_decoder(as_decoder(model), standard_decoder_plan(), cfg, parallel);
+  };
+  spec.post_optimizer_build = decoder_post_optimizer_build;
   spec.adapter = qwen3_state_dict_adapter();
-  spec.flops_per_token = qwen3_flops_per_token;
+  spec.flops_per_token = [](Model& model, int64_t seq_len) {
+    return decoder_flops_per_token(as_decoder(model), seq_len);
+  };
+  spec.pipeline = [](Model& model, const StageParts& parts) { as_decoder(model).keep_only(parts); };
   return spec;
 }
 

@@ -64,10 +64,17 @@ struct TrainingCheckpoint {
   const CheckpointPart* find(const std::string& name) const;
 };
 
-// The parts exclude_from_loading may name (the trainer's Stateful components).
+// The parts of a training checkpoint (the trainer's Stateful components), named here only.
+inline constexpr const char* kModelPart = "model";
+inline constexpr const char* kOptimizerPart = "optimizer";
+inline constexpr const char* kLrSchedulerPart = "lr_scheduler";
+inline constexpr const char* kDataLoaderPart = "dataloader";
+inline constexpr const char* kTrainStatePart = "train_state";
+inline constexpr const char* kRngPart = "rng";
+// All of them, in save order (what exclude_from_loading may name).
 inline const std::vector<std::string>& checkpoint_parts() {
-  static const std::vector<std::string> parts = {"model",      "optimizer",   "lr_scheduler",
-                                                 "dataloader", "train_state", "rng"};
+  static const std::vector<std::string> parts = {kModelPart,      kOptimizerPart,  kLrSchedulerPart,
+                                                 kDataLoaderPart, kTrainStatePart, kRngPart};
   return parts;
 }
 

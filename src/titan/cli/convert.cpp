@@ -4,6 +4,7 @@
 
 #include "titan/checkpoint/checkpoint_names.h"
 #include "titan/checkpoint/hf_export.h"
+#include "titan/checkpoint/model_part.h"
 #include "titan/checkpoint/model_tensors.h"
 #include "titan/checkpoint/training_checkpoint.h"
 #include "titan/cli/commands.h"
@@ -74,12 +75,14 @@ int run_convert(const Args& args) {
   }
   checkpoint::TrainingCheckpoint ckpt;
   ckpt.step = step;
-  checkpoint::CheckpointPart& model = ckpt.part("model");
+  checkpoint::CheckpointPart& model = ckpt.part(checkpoint::kModelPart);
   model.tensors = checkpoint::model_tensors(*loaded.model);
-  model.state = {{"name", loaded.spec->name},
-                 {"hf_config", loaded.model->hf_config("float32")},
-                 {"hf_assets_path", fs::absolute(from).string()}};
-  ckpt.part("train_state").state = {{"step", step}, {"tokens_seen", 0}};
+  checkpoint::ModelPartDescription description;
+  description.name = loaded.spec->name;
+  description.hf_config = loaded.model->hf_config("float32");
+  description.hf_assets_path = fs::absolute(from).string();
+  model.state = description.to_json();
+  ckpt.part(checkpoint::kTrainStatePart).state = {{"step", step}, {"tokens_seen", 0}};
   const checkpoint::CheckpointStore store(folder, 0);
   store.save(ckpt);
   std::cout << "[titan] wrote training checkpoint " << store.step_dir(step) << std::endl;

@@ -4,6 +4,7 @@
 
 #include "titan/checkpoint/checkpoint_names.h"
 #include "titan/checkpoint/hf_import.h"
+#include "titan/checkpoint/model_part.h"
 #include "titan/checkpoint/model_tensors.h"
 #include "titan/checkpoint/training_checkpoint.h"
 #include "titan/common/error.h"
@@ -78,33 +79,31 @@ void load_lora_checkpoint(LoadedModel& out, const nlohmann::json& hf_config,
 LoadedModel load_checkpoint(const fs::path& step_dir, const models::BuildOptions& options) {
   const int64_t step = checkpoint::step_of_folder(step_dir.string());
   const checkpoint::CheckpointStore store(step_dir.parent_path().string(), 0);
-  const checkpoint::TrainingCheckpoint ckpt =
-      store.load(step, {"optimizer", "rng", "dataloader", "lr_scheduler"});
+  // Only the model part is read.
+  std::vector<std::string> others;
+  for (const std::string& part : checkpoint::checkpoint_parts())
+    if (part != checkpoint::kModelPart) others.push_back(part);
+  const checkpoint::TrainingCheckpoint ckpt = store.load(step, others);
   const std::string manifest = (step_dir / "manifest.json").string();
-  const checkpoint::CheckpointPart* model = ckpt.find("model");
-  TITAN_CHECK(model != nullptr && model->state.is_object() && model->state.contains("hf_config"),
-              manifest, ": no model description (state.model.hf_config)");
-  const nlohmann::json& desc = model->state;
-  TITAN_CHECK(!desc.contains("name") || desc["name"].is_string(), manifest,
-              ": state.model.name must be a string");
+  const checkpoint::CheckpointPart* model = ckpt.find(checkpoint::kModelPart);
+  TITAN_CHECK(model != nullptr, manifest, ": no model description (state.model.hf_config)");
+  const checkpoint::ModelPartDescription desc =
+      checkpoint::ModelPartDescription::from_json(model->state, manifest);
   LoadedModel out;
-  out.spec = &models::get_model_spec(desc.value("name", std::string("qwen3")));
+  out.spec = &models::get_model_spec(desc.name);
   models::BuildOptions opts = options;
   opts.init_weights = false;
-  if (desc.contains("lora")) {
-    out.lora = lora::LoraSetup::from_json(desc["lora"], manifest);
-    load_lora_checkpoint(out, desc["hf_config"], manifest, opts, model->tensors, step_dir.string());
+  if (!desc.lora.is_null()) {
+    out.lora = lora::LoraSetup::from_json(desc.lora, manifest);
+    load_lora_checkpoint(out, desc.hf_config, manifest, opts, model->tensors, step_dir.string());
   } else {
     opts.meta_parameters = true;
-    out.model = out.spec->build_from_hf_config(desc["hf_config"], manifest, opts);
+    out.model = out.spec->build_from_hf_config(desc.hf_config, manifest, opts);
     allocate(*out.model, opts);
     checkpoint::load_into_model(*out.model, model->tensors, step_dir.string());
   }
-  const std::string assets = desc.contains("hf_assets_path") && desc["hf_assets_path"].is_string()
-                                 ? desc["hf_assets_path"].get<std::string>()
-                                 : std::string();
-  if (!assets.empty() && fs::exists(fs::path(assets) / "tokenizer.json"))
-    out.tokenizer_dir = assets;
+  if (!desc.hf_assets_path.empty() && fs::exists(fs::path(desc.hf_assets_path) / "tokenizer.json"))
+    out.tokenizer_dir = desc.hf_assets_path;
   out.from_checkpoint = true;
   out.step = ckpt.step;
   return out;

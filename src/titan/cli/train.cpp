@@ -11,6 +11,7 @@
 #include "titan/config/derived_defaults.h"
 #include "titan/config/resolve.h"
 #include "titan/distributed/launch_env.h"
+#include "titan/kernels/ops.h"
 #include "titan/models/builtin_configs.h"
 #include "titan/train/precision.h"
 #include "titan/train/run_warnings.h"
@@ -20,7 +21,8 @@
 namespace titan::cli {
 namespace {
 
-constexpr const char* kHelp =
+// The help text, with the overridable ops listed from the registry's own table.
+constexpr const char* kHelpTemplate =
     R"(usage: titan train --module M --config F [--config-file job.toml] [--section.field value ...]
 
 Trains a model. The config is the named config function (see `titan configs`), overlaid by
@@ -38,7 +40,7 @@ you give are relative to the current directory. A Hugging Face folder as
 
 Kernel overrides (docs/kernels.md):
   --override.imports "OP=IMPL[@GLOB],..."  which implementation each op uses where (ops:
-      rms_norm, rope, attention, swiglu, moe_router, moe_experts, cross_entropy; GLOB matches
+      @OPS@; GLOB matches
       module paths such as layers.1.* or layers.*.moe; unclaimed call sites use reference)
   --override.libraries LIB.so,...  kernel libraries to load first (they register more IMPLs)
   --override.fallback  use reference where an IMPL does not support the device or dtype
@@ -50,11 +52,20 @@ examples:
       --checkpoint.initial_load_path path/to/Qwen3-0.6B --training.dataset_path data.jsonl
 )";
 
+std::string help_text() {
+  std::string ops;
+  for (const std::string_view name : kernels::kOpNames)
+    ops += (ops.empty() ? "" : ", ") + std::string(name);
+  std::string text = kHelpTemplate;
+  text.replace(text.find("@OPS@"), 5, ops);
+  return text;
+}
+
 }  // namespace
 
 int run_train(const Args& args) {
   if (wants_help(args)) {
-    std::cout << kHelp;
+    std::cout << help_text();
     return 0;
   }
   const config::ResolveOptions options = models::builtin_resolve_options();

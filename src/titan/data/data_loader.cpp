@@ -16,7 +16,7 @@ DataLoader::DataLoader(std::shared_ptr<const Tokenizer> tok, const std::string& 
                        const LoaderOptions& options)
     : stream_(open_token_documents(dataset_path, std::move(tok), options.eos_id, options.text_field,
                                    options.chat_template),
-              options.dp_rank, options.dp_world, options.shuffle_seed, options.exchange,
+              /*rank=*/0, /*world=*/1, options.shuffle_seed, options.exchange,
               // A round of shared reading: what the ranks consume in one pass of their rows.
               options.row_ranks * options.local_batch_size * (options.seq_len + 1)),
       options_(options),
@@ -34,15 +34,13 @@ DataLoader::DataLoader(std::shared_ptr<const Tokenizer> tok, const std::string& 
 }
 
 DataLoader::DataLoader(std::shared_ptr<const Tokenizer> tok, const std::string& dataset_path,
-                       int64_t local_batch_size, int64_t seq_len, int32_t eos_id, int64_t dp_rank,
-                       int64_t dp_world, const std::string& text_field)
+                       int64_t local_batch_size, int64_t seq_len, int32_t eos_id,
+                       const std::string& text_field)
     : DataLoader(std::move(tok), dataset_path, [&] {
         LoaderOptions o;
         o.local_batch_size = local_batch_size;
         o.seq_len = seq_len;
         o.eos_id = eos_id;
-        o.dp_rank = dp_rank;
-        o.dp_world = dp_world;
         o.text_field = text_field;
         return o;
       }()) {}
@@ -125,9 +123,10 @@ Batch DataLoader::next() {
 }
 
 nlohmann::json DataLoader::state() const {
-  nlohmann::json s = {{"epoch", next_.epoch},          {"document", next_.document},
-                      {"offset", next_.offset},        {"dp_rank", options_.dp_rank},
-                      {"dp_world", options_.dp_world}, {"dataset_path", dataset_path_}};
+  nlohmann::json s = {{"epoch", next_.epoch},
+                      {"document", next_.document},
+                      {"offset", next_.offset},
+                      {"dataset_path", dataset_path_}};
   if (options_.shuffle_seed) s["shuffle_seed"] = *options_.shuffle_seed;
   return s;
 }
@@ -138,10 +137,11 @@ void DataLoader::load_state(const nlohmann::json& s) {
                 "dataloader state lacks the integer field '", key, "'");
     return s[key].get<int64_t>();
   };
-  TITAN_CHECK(get("dp_rank") == options_.dp_rank && get("dp_world") == options_.dp_world,
-              "dataloader state was saved by data-parallel rank ", get("dp_rank"), " of ",
-              get("dp_world"), " but is loaded by rank ", options_.dp_rank, " of ",
-              options_.dp_world, "; resume with the same data-parallel layout");
+  // Older checkpoints record the stream's document striding, which was always one rank.
+  if (s.is_object() && s.contains("dp_world"))
+    TITAN_CHECK(get("dp_rank") == 0 && get("dp_world") == 1, "dataloader state was saved by a ",
+                "stream of rank ", get("dp_rank"), " of ", get("dp_world"),
+                ", which titan no longer reads");
   const bool saved_shuffled = s.contains("shuffle_seed");
   const auto describe = [](bool shuffled, uint64_t seed) {
     return shuffled ? "shuffled with seed " + std::to_string(seed) : std::string("not shuffled");

@@ -49,7 +49,6 @@ struct LoaderOptions {
   int64_t local_batch_size = 1;
   int64_t seq_len = 1;
   int32_t eos_id = 0;
-  int64_t dp_rank = 0, dp_world = 1;
   // The field of a jsonl/parquet record that holds the document (training.dataset_text_field).
   std::string text_field = "text";
   bool document_masking = false;
@@ -72,15 +71,16 @@ class DataLoader {
   DataLoader(std::shared_ptr<const Tokenizer> tok, const std::string& dataset_path,
              const LoaderOptions& options);
   DataLoader(std::shared_ptr<const Tokenizer> tok, const std::string& dataset_path,
-             int64_t local_batch_size, int64_t seq_len, int32_t eos_id, int64_t dp_rank = 0,
-             int64_t dp_world = 1, const std::string& text_field = "text");
+             int64_t local_batch_size, int64_t seq_len, int32_t eos_id,
+             const std::string& text_field = "text");
   ~DataLoader();
 
   Batch next();
 
-  // {"epoch", "document", "offset", "dp_rank", "dp_world", "dataset_path"} (and "shuffle_seed"
-  // when shuffling): where the next batch starts. load_state() checks the rank layout, the
-  // shuffling and that the position fits the dataset.
+  // {"epoch", "document", "offset", "dataset_path"} (and "shuffle_seed" when shuffling): where
+  // the next batch starts, the same on every rank (rows are split by row_rank, which a resume
+  // under another layout may change). load_state() checks the shuffling and that the position
+  // fits the dataset.
   nlohmann::json state() const;
   void load_state(const nlohmann::json& s);
 

@@ -139,7 +139,7 @@ void CheckpointManager::load_from(const std::string& step_dir, bool model_only) 
   if (model_only) {
     exclude.clear();
     for (const std::string& part : checkpoint::checkpoint_parts())
-      if (part != "model") exclude.push_back(part);
+      if (part != checkpoint::kModelPart) exclude.push_back(part);
   }
   restore(step_dir, exclude);
 }

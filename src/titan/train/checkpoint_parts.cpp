@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 
+#include "titan/checkpoint/model_part.h"
 #include "titan/checkpoint/model_tensors.h"
 #include "titan/common/error.h"
 #include "titan/common/strings.h"
@@ -27,10 +28,12 @@ PartState ModelState::save() const {
   PartState out;
   out.tensors = tensors();
   // Enough to rebuild the model without the job's config (titan convert / eval / generate).
-  out.state = {{"name", spec_.name},
-               {"hf_config", model_.hf_config("float32")},
-               {"hf_assets_path", fs::absolute(cfg_.model.hf_assets_path).string()}};
-  if (lora_ != nullptr) out.state["lora"] = lora_->to_json();
+  checkpoint::ModelPartDescription description;
+  description.name = spec_.name;
+  description.hf_config = model_.hf_config("float32");
+  description.hf_assets_path = fs::absolute(cfg_.model.hf_assets_path).string();
+  if (lora_ != nullptr) description.lora = lora_->to_json();
+  out.state = description.to_json();
   return out;
 }
 

@@ -11,16 +11,23 @@ namespace fs = std::filesystem;
 
 namespace titan::train {
 
+std::string initial_load_path(const config::TrainerConfig& cfg) {
+  const auto& ck = cfg.checkpoint;
+  if (ck.initial_load_path.empty() && ck.initial_load_in_hf) return cfg.model.hf_assets_path;
+  return ck.initial_load_path;
+}
+
 bool model_weights_are_loaded(const config::TrainerConfig& cfg) {
   const auto& ck = cfg.checkpoint;
   const auto& exclude = ck.exclude_from_loading;
-  const bool model_excluded = std::find(exclude.begin(), exclude.end(), "model") != exclude.end();
+  const bool model_excluded =
+      std::find(exclude.begin(), exclude.end(), checkpoint::kModelPart) != exclude.end();
   if (ck.enable) {
     const checkpoint::CheckpointStore store((fs::path(cfg.job.dump_folder) / ck.folder).string(),
                                             0);
     if (ck.load_step >= 0 || !store.complete_steps().empty()) return !model_excluded;
   }
-  if (ck.initial_load_path.empty() && !ck.initial_load_in_hf) return false;
+  if (initial_load_path(cfg).empty()) return false;
   return ck.initial_load_in_hf || ck.initial_load_model_only || !model_excluded;
 }
 
@@ -38,8 +45,7 @@ int64_t load_initial_state(const config::TrainerConfig& cfg, const models::Model
     return *step;
   }
   if (base_loaded) return 0;
-  std::string path = ck.initial_load_path;
-  if (path.empty() && ck.initial_load_in_hf) path = cfg.model.hf_assets_path;
+  const std::string path = initial_load_path(cfg);
   if (path.empty()) {
     if (talk)
       std::cout << "[titan] fresh initialisation (seed " << cfg.training.seed << ")" << std::endl;

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "titan/checkpoint/tensor_layout.h"
 #include "titan/config/trainer_config.h"
@@ -15,6 +16,11 @@
 #include "titan/train/checkpoint_manager.h"
 
 namespace titan::train {
+
+// The folder the initial weights come from: checkpoint.initial_load_path, else
+// model.hf_assets_path when checkpoint.initial_load_in_hf; "" when there is no initial load.
+// (LoRA's converter reads its base from the same place, model_converters.h.)
+std::string initial_load_path(const config::TrainerConfig& cfg);
 
 // Whether the model's weights will come from a checkpoint or a Hugging Face folder (a resume
 // or an initial load that reads the model), rather than from its initialisation: the trainer

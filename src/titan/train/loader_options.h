@@ -11,8 +11,8 @@
 namespace titan::train {
 
 // training.* batch shape, text field, document masking, shuffling (from training.seed) and
-// prefetching; dp_rank/dp_world left at one rank (every rank reads the whole stream and keeps
-// its own rows, see Trainer::next_local_batch).
+// prefetching. Every rank reads the whole stream and keeps its own rows: the caller sets
+// row_rank / row_ranks (the trainer's "batch" ranks, data_loader.h).
 data::LoaderOptions loader_options(const config::TrainerConfig& cfg, int32_t eos_id);
 
 // The batch's document layout on `device` (undefined tensors without document masking).

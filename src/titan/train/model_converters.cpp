@@ -6,6 +6,7 @@
 #include "titan/checkpoint/hf_import.h"
 #include "titan/common/error.h"
 #include "titan/models/materialize.h"
+#include "titan/train/initial_load.h"
 
 namespace fs = std::filesystem;
 
@@ -17,9 +18,7 @@ std::optional<lora::LoraSetup> apply_model_converters(const config::TrainerConfi
                                                       at::ScalarType compute_dtype,
                                                       at::Device device, bool talk) {
   if (!lora::lora_enabled(cfg)) return std::nullopt;
-  const auto& ck = cfg.checkpoint;
-  std::string path = ck.initial_load_path;
-  if (path.empty() && ck.initial_load_in_hf) path = cfg.model.hf_assets_path;
+  const std::string path = initial_load_path(cfg);
   lora::BaseFingerprint base;
   const uint64_t seed = static_cast<uint64_t>(cfg.training.seed);
   lora::BaseWeights weights;

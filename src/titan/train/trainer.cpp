@@ -323,12 +323,12 @@ class Trainer {
     scheduler_state_.emplace(train_state_);
     loader_state_.emplace(*loader_);
     checkpoints_.emplace(cfg_,
-                         StatefulParts{{"model", &*model_state_},
-                                       {"optimizer", &*optimizer_state_},
-                                       {"lr_scheduler", &*scheduler_state_},
-                                       {"dataloader", &*loader_state_},
-                                       {"train_state", &train_state_},
-                                       {"rng", &rng_state_}},
+                         StatefulParts{{checkpoint::kModelPart, &*model_state_},
+                                       {checkpoint::kOptimizerPart, &*optimizer_state_},
+                                       {checkpoint::kLrSchedulerPart, &*scheduler_state_},
+                                       {checkpoint::kDataLoaderPart, &*loader_state_},
+                                       {checkpoint::kTrainStatePart, &train_state_},
+                                       {checkpoint::kRngPart, &rng_state_}},
                          *layout_, save_coordination());
     metrics_.emplace(cfg_.job.dump_folder, /*enabled=*/dist_.rank() == 0, tensorboard_folder(cfg_));
     progress_.emplace(std::cout, /*enabled=*/dist_.rank() == 0);

@@ -20,7 +20,8 @@ class Validator {
   // The sum of a value over the data-parallel ranks.
   using SumOverRanks = std::function<double(double)>;
 
-  // Disabled (due() is always false) unless cfg.validator.enable.
+  // Disabled (due() is always false) unless cfg.validator.enable. This rank reads rows
+  // `dp_rank` of every run of `dp_size` local batches (the data loader's row rank).
   Validator(const config::TrainerConfig& cfg, std::shared_ptr<const data::Tokenizer> tokenizer,
             int32_t eos_id, int64_t dp_size, int64_t dp_rank);
 
@@ -31,9 +32,8 @@ class Validator {
 
  private:
   const config::TrainerConfig& cfg_;
-  std::optional<data::DataLoader> loader_;
-  nlohmann::json start_;  // the loader's state before the first batch
-  int64_t dp_size_, dp_rank_;
+  std::optional<data::DataLoader> loader_;  // of this rank's rows
+  nlohmann::json start_;                    // the loader's state before the first batch
   int64_t global_batches_ = 0;
 };
 

@@ -63,40 +63,59 @@ TEST(DataLoader, WindowsOfTheDocumentStreamShiftedByOne) {
   }
 }
 
-TEST(DataLoader, RanksTakeDisjointDocuments) {
+// The loader of row rank r of R over local batches of B rows.
+LoaderOptions rows_of(int64_t rank, int64_t ranks, int64_t B, int64_t S) {
+  LoaderOptions o;
+  o.local_batch_size = B;
+  o.seq_len = S;
+  o.eos_id = eos();
+  o.row_rank = rank;
+  o.row_ranks = ranks;
+  return o;
+}
+
+TEST(DataLoader, RowRanksTakeTheirRowsOfEveryGlobalBatch) {
   TempFile file("docs.jsonl", jsonl(kDocs));
   const int64_t S = 5;
+  const auto stream = expected_stream(0, 1, 16 * (S + 1));
   for (int64_t rank = 0; rank < 2; ++rank) {
-    DataLoader loader(qwen3_tokenizer(), file.path(), 1, S, eos(), rank, 2);
-    const auto stream = expected_stream(rank, 2, 8 * (S + 1));
+    DataLoader loader(qwen3_tokenizer(), file.path(), rows_of(rank, 2, 1, S));
     for (int64_t step = 0; step < 8; ++step) {
-      const auto begin = stream.begin() + step * (S + 1);
+      // Global batch `step` is windows 2 step and 2 step + 1 of the one stream.
+      const auto begin = stream.begin() + (2 * step + rank) * (S + 1);
       EXPECT_EQ(row(loader.next().inputs, 0), std::vector<int64_t>(begin, begin + S));
     }
   }
-  // The first windows of the two ranks come from different documents.
-  DataLoader r0(qwen3_tokenizer(), file.path(), 1, 3, eos(), 0, 2);
-  DataLoader r1(qwen3_tokenizer(), file.path(), 1, 3, eos(), 1, 2);
-  EXPECT_FALSE(at::equal(r0.next().inputs, r1.next().inputs));
 }
 
 TEST(DataLoader, LoadStateResumesTheSameBatches) {
   TempFile file("docs.jsonl", jsonl(kDocs));
-  DataLoader first(qwen3_tokenizer(), file.path(), 2, 6, eos(), 1, 2);
+  DataLoader first(qwen3_tokenizer(), file.path(), rows_of(1, 2, 2, 6));
   for (int i = 0; i < 3; ++i) first.next();
   const nlohmann::json saved = nlohmann::json::parse(first.state().dump());  // via text, as saved
   std::vector<Batch> expected;
   for (int i = 0; i < 5; ++i) expected.push_back(first.next());
 
-  DataLoader resumed(qwen3_tokenizer(), file.path(), 2, 6, eos(), 1, 2);
+  DataLoader resumed(qwen3_tokenizer(), file.path(), rows_of(1, 2, 2, 6));
   resumed.load_state(saved);
   for (const Batch& e : expected) {
     const Batch b = resumed.next();
     EXPECT_TRUE(at::equal(b.inputs, e.inputs));
     EXPECT_TRUE(at::equal(b.labels, e.labels));
   }
-  DataLoader other_rank(qwen3_tokenizer(), file.path(), 2, 6, eos(), 0, 2);
-  EXPECT_THROW(other_rank.load_state(saved), titan::Error);
+  // The position is the same on every rank: another row rank (a resume under another layout)
+  // resumes at the same global batch and takes its own rows of it.
+  DataLoader other_rank(qwen3_tokenizer(), file.path(), rows_of(0, 2, 2, 6));
+  other_rank.load_state(saved);
+  DataLoader one(qwen3_tokenizer(), file.path(), rows_of(0, 1, 4, 6));
+  one.load_state(saved);
+  const Batch whole = one.next(), zero = other_rank.next(), mine = expected.front();
+  EXPECT_TRUE(at::equal(whole.inputs, at::cat({zero.inputs, mine.inputs})));
+  // A state from the old striding of documents over several ranks is refused.
+  nlohmann::json striding = saved;
+  striding["dp_rank"] = 1;
+  striding["dp_world"] = 2;
+  EXPECT_THROW(resumed.load_state(striding), titan::Error);
 }
 
 TEST(DataLoader, TextFileIsOneDocument) {
@@ -162,8 +181,8 @@ TEST(TokenShards, ShardsHoldTheDocumentStream) {
   EXPECT_EQ(all.size(), meta["tokens"].get<size_t>());
   EXPECT_TRUE(std::filesystem::exists(prefix + ".json"));
   // Training on the shards sees the batches of the text they came from.
-  DataLoader from_text(qwen3_tokenizer(), file.path(), 2, 5, eos(), 1, 2);
-  DataLoader from_shards(qwen3_tokenizer(), prefix + ".json", 2, 5, eos(), 1, 2);
+  DataLoader from_text(qwen3_tokenizer(), file.path(), rows_of(1, 2, 2, 5));
+  DataLoader from_shards(qwen3_tokenizer(), prefix + ".json", rows_of(1, 2, 2, 5));
   for (int step = 0; step < 4; ++step) {
     const Batch a = from_text.next(), b = from_shards.next();
     EXPECT_TRUE(a.inputs.equal(b.inputs) && a.labels.equal(b.labels)) << step;

@@ -268,6 +268,20 @@ def test_lora_equals_peft_and_its_exports_load(bases, small_corpus, tokenizer_di
     load_clean(job / "hf" / "step-5")
 
 
+def test_qlora_runs_on_llama_and_its_merged_export_loads(bases, small_corpus, tmp_path):
+    """The NF4 path is the decoder's (test_lora.py compares it with bitsandbytes): here, that
+    every Llama projection is quantised and adapted and the dequantised merge loads."""
+    from test_lora import train_titan
+
+    job = tmp_path / "qlora"
+    proc = run_titan(*train_titan(bases / "tiedFalse", job, small_corpus,
+                                  "--lora.base_quantization", "nf4", backend="llama3",
+                                  module="llama3", steps=2))
+    assert "with its projections in NF4" in proc.stdout, proc.stdout
+    assert "14 linear weights adapted" in proc.stdout, proc.stdout  # 7 projections x 2 layers
+    load_clean(job / "hf" / "step-2")
+
+
 # ---- eval / generate / convert on a LlamaForCausalLM folder -----------------------------------
 
 

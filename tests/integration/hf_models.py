@@ -1,4 +1,5 @@
-"""Small random Qwen3 / Qwen3-MoE models made with transformers itself, for round trips."""
+"""Small random Qwen3 / Qwen3-MoE / Llama 3 models made with transformers itself, for round
+trips."""
 import json
 import shutil
 
@@ -24,6 +25,31 @@ def make_hf_model(path, moe=False, tied=True, seed=0, tokenizer_dir=None, vocab=
         cfg = Qwen3Config(**common, intermediate_size=96)
         model = Qwen3ForCausalLM(cfg)
     model = model.float().eval()
+    model.save_pretrained(path)
+    if tokenizer_dir is not None:
+        for f in ("tokenizer.json", "tokenizer_config.json"):
+            shutil.copy(tokenizer_dir / f, path / f)
+    return model
+
+
+# Llama 3.1's RoPE scaling at a context small enough that head_dim 16 at theta 10000 has
+# frequencies in all three of its bands (kept, smoothed, slowed by `factor`).
+LLAMA3_ROPE = dict(rope_type="llama3", rope_theta=10000.0, factor=4.0, low_freq_factor=1.0,
+                   high_freq_factor=4.0, original_max_position_embeddings=64)
+
+
+def make_llama_model(path, tied=True, seed=0, tokenizer_dir=None, vocab=QWEN3_VOCAB, **overrides):
+    """Writes a random LlamaForCausalLM (GQA, llama3 RoPE scaling) with save_pretrained."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(seed)
+    args = dict(vocab_size=vocab, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                max_position_embeddings=512, rope_parameters=dict(LLAMA3_ROPE),
+                tie_word_embeddings=tied, rms_norm_eps=1e-5, bos_token_id=None,
+                eos_token_id=151643)
+    args.update(overrides)
+    model = LlamaForCausalLM(LlamaConfig(**args)).float().eval()
     model.save_pretrained(path)
     if tokenizer_dir is not None:
         for f in ("tokenizer.json", "tokenizer_config.json"):

@@ -81,8 +81,8 @@ def test_missing_key(tmp_path, src, small_corpus):
 def test_unsupported_model_type_is_one_error_listing_the_supported(tmp_path, src, small_corpus,
                                                                    command):
     cfg = json.loads((src / "config.json").read_text())
-    cfg["model_type"] = "llama"
-    cfg["architectures"] = ["LlamaForCausalLM"]
+    cfg["model_type"] = "gpt2"
+    cfg["architectures"] = ["GPT2LMHeadModel"]
     (src / "config.json").write_text(json.dumps(cfg))
     args = {
         "forward": ["--tokens", "1,2,3", "--output", tmp_path / "logits.safetensors"],
@@ -95,6 +95,6 @@ def test_unsupported_model_type_is_one_error_listing_the_supported(tmp_path, src
     assert proc.returncode != 0
     err = proc.stderr
     assert err.startswith("error:") and err.count("\n") == 1, err
-    assert "model_type 'llama'" in err and "LlamaForCausalLM" in err, err
-    assert "qwen3" in err and "qwen3_moe" in err, err
+    assert "model_type 'gpt2'" in err and "GPT2LMHeadModel" in err, err
+    assert "qwen3" in err and "qwen3_moe" in err and "llama" in err, err
     assert not (tmp_path / "logits.safetensors").exists() and not (tmp_path / "out").exists()

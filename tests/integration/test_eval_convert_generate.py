@@ -84,7 +84,7 @@ def test_bad_model_paths_fail_cleanly(tmp_path, small_corpus):
     empty.mkdir()
     proc = run_titan("eval", "--model", empty, "--data", small_corpus, check=False)
     assert proc.returncode != 0 and str(empty) in proc.stderr
-    (empty / "config.json").write_text(json.dumps({"model_type": "llama"}))
+    (empty / "config.json").write_text(json.dumps({"model_type": "gpt2"}))
     proc = run_titan("convert", "--from", empty, "--to", tmp_path / "x", check=False)
-    assert proc.returncode != 0 and "llama" in proc.stderr
+    assert proc.returncode != 0 and "gpt2" in proc.stderr
     assert not (tmp_path / "x").exists()

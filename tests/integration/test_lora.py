@@ -49,8 +49,9 @@ def initial_adapter(base, out, targets, parameters=None, seed=1):
 
 
 def train_titan(base, job, corpus, *extra, backend="qwen3", steps=STEPS, adapter=None,
-                targets=None):
-    args = ["train", "--module", "qwen3", "--config", "qwen3_debugmodel", "--model.name", backend,
+                targets=None, module="qwen3"):
+    args = ["train", "--module", module, "--config", f"{module}_debugmodel",
+            "--model.name", backend,
             "--model.flavor", "auto", "--model.hf_assets_path", base,
             "--checkpoint.initial_load_path", base, "--checkpoint.initial_load_in_hf",
             "--model.converters", "lora", "--lora.rank", RANK, "--lora.alpha", ALPHA,

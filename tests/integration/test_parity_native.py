@@ -12,7 +12,7 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 from transformers import (
-    LlamaConfig,
+    GPT2Config,
     Qwen3Config,
     Qwen3ForCausalLM,
     Qwen3MoeConfig,
@@ -241,12 +241,11 @@ def test_wrong_shape_is_named(small_dir, tmp_path):
 
 
 def test_other_architecture_is_named(tmp_path, titan_bin):
-    d = tmp_path / "llama"
+    d = tmp_path / "gpt2"
     d.mkdir()
-    LlamaConfig(vocab_size=100, hidden_size=32, num_hidden_layers=1,
-                num_attention_heads=2).save_pretrained(d)
+    GPT2Config(vocab_size=100, n_embd=32, n_layer=1, n_head=2).save_pretrained(d)
     err = forward_error(d, tmp_path)
-    assert "llama" in err and "config.json" in err, err
+    assert "gpt2" in err and "config.json" in err, err
 
 
 def test_missing_config_is_named(small_dir, tmp_path):

@@ -1,6 +1,7 @@
 #include "titan/models/builtin_configs.h"
 
 #include "titan/common/installation.h"
+#include "titan/models/llama3/config_functions.h"
 #include "titan/models/model_spec.h"
 #include "titan/models/qwen3/config_functions.h"
 #include "titan/models/transformers_configs.h"
@@ -12,6 +13,7 @@ config::ConfigRegistry& builtin_config_registry() {
   static config::ConfigRegistry& registry = []() -> config::ConfigRegistry& {
     config::ConfigRegistry& r = config::config_registry();
     register_qwen3_configs(r);
+    register_llama3_configs(r);
     register_transformers_configs(r);
     return r;
   }();

@@ -32,7 +32,8 @@ TEST(ModelRegistry, BuiltinsAreRegisteredWithEverythingTheTrainerCalls) {
     get_model_spec("llama");
     FAIL() << "no error";
   } catch (const titan::Error& e) {
-    EXPECT_NE(std::string(e.what()).find("model.name = \"llama\": accepted values are qwen3"),
+    EXPECT_NE(std::string(e.what()).find(
+                  "model.name = \"llama\": accepted values are llama3, qwen3, transformers"),
               std::string::npos)
         << e.what();
   }
@@ -42,15 +43,20 @@ TEST(ModelRegistry, HfConfigPicksItsSpec) {
   EXPECT_EQ(spec_for_hf_config({{"model_type", "qwen3"}}, "c").name, "qwen3");
   EXPECT_EQ(spec_for_hf_config({{"model_type", "qwen3_moe"}}, "c").name, "qwen3");
   EXPECT_EQ(spec_for_hf_config({{"architectures", {"Qwen3MoeForCausalLM"}}}, "c").name, "qwen3");
+  EXPECT_EQ(spec_for_hf_config({{"model_type", "llama"}}, "c").name, "llama3");
+  EXPECT_EQ(spec_for_hf_config({{"architectures", {"LlamaForCausalLM"}}}, "c").name, "llama3");
 }
 
 TEST(ModelRegistry, UnsupportedModelTypeListsWhatIsSupported) {
-  const std::string e =
-      error_of({{"model_type", "llama"}, {"architectures", {"LlamaForCausalLM"}}});
-  EXPECT_NE(e.find("dir/config.json: model_type 'llama' [\"LlamaForCausalLM\"] is not supported"),
+  const std::string e = error_of({{"model_type", "gpt2"}, {"architectures", {"GPT2LMHeadModel"}}});
+  EXPECT_NE(e.find("dir/config.json: model_type 'gpt2' [\"GPT2LMHeadModel\"] is not supported"),
             std::string::npos)
       << e;
-  EXPECT_NE(e.find("qwen3 (qwen3), qwen3_moe (qwen3)"), std::string::npos) << e;
+  EXPECT_NE(e.find("supported model types: llama (llama3), qwen3 (qwen3), qwen3_moe (qwen3)"),
+            std::string::npos)
+      << e;
+  EXPECT_NE(error_of({{"architectures", {"GPT2LMHeadModel"}}}).find("no model_type"),
+            std::string::npos);
   EXPECT_NE(error_of({{"vocab_size", 3}}).find("no model_type"), std::string::npos);
   EXPECT_NE(error_of(nlohmann::json::array()).find("must be a JSON object"), std::string::npos);
 }

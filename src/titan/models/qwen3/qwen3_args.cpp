@@ -1,14 +1,10 @@
 // Qwen3Args: its checks, and the resolution of model.flavor / model.hf_assets_path into the
-// dimensions a job trains (flavor table in qwen3_flavors.cpp, config.json in
-// qwen3_hf_config.cpp).
+// dimensions a job trains (the rule in common/flavor_resolution.h, flavor table in
+// qwen3_flavors.cpp, config.json in qwen3_hf_config.cpp).
 #include "titan/models/qwen3/qwen3_args.h"
 
-#include <filesystem>
-#include <fstream>
-#include <sstream>
-
 #include "titan/common/error.h"
-#include "titan/common/strings.h"
+#include "titan/models/common/flavor_resolution.h"
 
 namespace titan::models {
 namespace {
@@ -17,13 +13,6 @@ std::string format_list(const std::vector<int64_t>& values) {
   std::string out = "[";
   for (size_t i = 0; i < values.size(); ++i) out += (i ? "," : "") + std::to_string(values[i]);
   return out + "]";
-}
-
-std::string format_double(double v) {
-  std::ostringstream s;
-  s.precision(17);
-  s << v;
-  return s.str();
 }
 
 }  // namespace
@@ -78,79 +67,41 @@ void Qwen3Args::validate(const std::string& source) const {
 
 void check_same_architecture(const Qwen3Args& f, const std::string& flavor_name, const Qwen3Args& c,
                              const std::string& file_path) {
-  auto mismatch = [&](const char* field, const std::string& a, const std::string& b) {
-    fail("model.flavor '", flavor_name, "' does not match ", file_path, ": ", field, " is ", a,
-         " in the flavor but ", b, " in the file (use --model.flavor auto to take the file's)");
-  };
-  auto ints = [&](const char* field, int64_t a, int64_t b) {
-    if (a != b) mismatch(field, std::to_string(a), std::to_string(b));
-  };
-  auto doubles = [&](const char* field, double a, double b) {
-    if (a != b) mismatch(field, format_double(a), format_double(b));
-  };
-  auto bools = [&](const char* field, bool a, bool b) {
-    if (a != b) mismatch(field, a ? "true" : "false", b ? "true" : "false");
-  };
-  if (f.model_type != c.model_type) mismatch("model_type", f.model_type, c.model_type);
-  ints("vocab_size", f.vocab_size, c.vocab_size);
-  ints("hidden_size", f.hidden_size, c.hidden_size);
-  ints("num_hidden_layers", f.num_hidden_layers, c.num_hidden_layers);
-  ints("num_attention_heads", f.num_attention_heads, c.num_attention_heads);
-  ints("num_key_value_heads", f.num_key_value_heads, c.num_key_value_heads);
-  ints("head_dim", f.head_dim, c.head_dim);
-  doubles("rms_norm_eps", f.rms_norm_eps, c.rms_norm_eps);
-  doubles("rope_theta", f.rope_theta, c.rope_theta);
-  if (f.rope_type != c.rope_type) mismatch("rope_type", f.rope_type, c.rope_type);
+  const FlavorComparison compare(flavor_name, file_path);
+  compare.strings("model_type", f.model_type, c.model_type);
+  compare.ints("vocab_size", f.vocab_size, c.vocab_size);
+  compare.ints("hidden_size", f.hidden_size, c.hidden_size);
+  compare.ints("num_hidden_layers", f.num_hidden_layers, c.num_hidden_layers);
+  compare.ints("num_attention_heads", f.num_attention_heads, c.num_attention_heads);
+  compare.ints("num_key_value_heads", f.num_key_value_heads, c.num_key_value_heads);
+  compare.ints("head_dim", f.head_dim, c.head_dim);
+  compare.doubles("rms_norm_eps", f.rms_norm_eps, c.rms_norm_eps);
+  compare.doubles("rope_theta", f.rope_theta, c.rope_theta);
+  compare.strings("rope_type", f.rope_type, c.rope_type);
   if (f.rope_type == "yarn") {
-    doubles("rope factor", f.rope_factor, c.rope_factor);
-    ints("original_max_position_embeddings", f.rope_original_max_position_embeddings,
-         c.rope_original_max_position_embeddings);
+    compare.doubles("rope factor", f.rope_factor, c.rope_factor);
+    compare.ints("original_max_position_embeddings", f.rope_original_max_position_embeddings,
+                 c.rope_original_max_position_embeddings);
   }
-  bools("tie_word_embeddings", f.tie_word_embeddings, c.tie_word_embeddings);
-  bools("attention_bias", f.attention_bias, c.attention_bias);
+  compare.bools("tie_word_embeddings", f.tie_word_embeddings, c.tie_word_embeddings);
+  compare.bools("attention_bias", f.attention_bias, c.attention_bias);
   bool any_dense = false;
   for (int64_t i = 0; i < f.num_hidden_layers; ++i) any_dense = any_dense || !f.is_sparse_layer(i);
-  if (any_dense) ints("intermediate_size", f.intermediate_size, c.intermediate_size);
-  ints("num_experts", f.num_experts, c.num_experts);
+  if (any_dense) compare.ints("intermediate_size", f.intermediate_size, c.intermediate_size);
+  compare.ints("num_experts", f.num_experts, c.num_experts);
   if (f.is_moe()) {
-    ints("num_experts_per_tok", f.num_experts_per_tok, c.num_experts_per_tok);
-    ints("moe_intermediate_size", f.moe_intermediate_size, c.moe_intermediate_size);
-    bools("norm_topk_prob", f.norm_topk_prob, c.norm_topk_prob);
-    ints("decoder_sparse_step", f.decoder_sparse_step, c.decoder_sparse_step);
-    if (f.mlp_only_layers != c.mlp_only_layers) {
-      mismatch("mlp_only_layers", format_list(f.mlp_only_layers), format_list(c.mlp_only_layers));
-    }
+    compare.ints("num_experts_per_tok", f.num_experts_per_tok, c.num_experts_per_tok);
+    compare.ints("moe_intermediate_size", f.moe_intermediate_size, c.moe_intermediate_size);
+    compare.bools("norm_topk_prob", f.norm_topk_prob, c.norm_topk_prob);
+    compare.ints("decoder_sparse_step", f.decoder_sparse_step, c.decoder_sparse_step);
+    compare.strings("mlp_only_layers", format_list(f.mlp_only_layers),
+                    format_list(c.mlp_only_layers));
   }
 }
 
 Qwen3Args resolve_qwen3_args(const config::ModelConfig& model) {
-  const std::filesystem::path path = std::filesystem::path(model.hf_assets_path) / "config.json";
-  const bool present = !model.hf_assets_path.empty() && std::filesystem::exists(path);
-  auto read_file = [&] {
-    std::ifstream in(path);
-    TITAN_CHECK(in, "cannot open ", path.string());
-    nlohmann::json json;
-    try {
-      json = nlohmann::json::parse(in);
-    } catch (const nlohmann::json::exception& e) {
-      fail(path.string(), ": invalid JSON: ", e.what());
-    }
-    return qwen3_args_from_hf_config(json, path.string());
-  };
-  if (model.flavor == "auto") {
-    TITAN_CHECK(present, "model.flavor auto needs ", path.string(),
-                ", which does not exist (set model.hf_assets_path or a named flavor)");
-    return read_file();
-  }
-  Qwen3Args args = qwen3_flavor(model.flavor);
-  if (!present) return args;
-  const Qwen3Args file = read_file();
-  check_same_architecture(args, model.flavor, file, path.string());
-  args.bos_token_id = file.bos_token_id;
-  args.eos_token_id = file.eos_token_id;
-  args.pad_token_id = file.pad_token_id;
-  args.max_position_embeddings = file.max_position_embeddings;
-  return args;
+  return resolve_flavor<Qwen3Args>(model, qwen3_flavor, qwen3_args_from_hf_config,
+                                   check_same_architecture);
 }
 
 }  // namespace titan::models

@@ -1,103 +1,19 @@
 // Qwen3Args <-> Hugging Face config.json. Reading follows the installed transformers 5.17
 // classes, including their defaults for absent keys; writing emits keys both v4 and v5 read.
 #include "titan/common/error.h"
+#include "titan/models/common/hf_config_reader.h"
 #include "titan/models/qwen3/qwen3_args.h"
 
 namespace titan::models {
 namespace {
 
-// JSON type is an error naming the key and the file.
-class ConfigReader {
- public:
-  ConfigReader(const nlohmann::json& json, std::string source)
-      : json_(json), source_(std::move(source)) {}
-
-  bool has(const std::string& key) const { return json_.contains(key) && !json_.at(key).is_null(); }
-  const nlohmann::json& at(const std::string& key) const { return json_.at(key); }
-
-  void read_int(const std::string& key, int64_t& out) const {
-    if (!has(key)) return;
-    const auto& v = json_.at(key);
-    if (!v.is_number_integer()) wrong_type(key, "an integer", v);
-    out = v.get<int64_t>();
-  }
-  void read_double(const std::string& key, double& out) const {
-    if (!has(key)) return;
-    const auto& v = json_.at(key);
-    if (!v.is_number()) wrong_type(key, "a number", v);
-    out = v.get<double>();
-  }
-  void read_bool(const std::string& key, bool& out) const {
-    if (!has(key)) return;
-    const auto& v = json_.at(key);
-    if (!v.is_boolean()) wrong_type(key, "true or false", v);
-    out = v.get<bool>();
-  }
-  void read_string(const std::string& key, std::string& out) const {
-    if (!has(key)) return;
-    const auto& v = json_.at(key);
-    if (!v.is_string()) wrong_type(key, "a string", v);
-    out = v.get<std::string>();
-  }
-  void read_optional_int(const std::string& key, std::optional<int64_t>& out) const {
-    if (!has(key)) return;
-    int64_t value = 0;
-    read_int(key, value);
-    out = value;
-  }
-  // An int or a list of ints (eos_token_id may be either).
-  void read_int_list(const std::string& key, std::vector<int64_t>& out) const {
-    if (!has(key)) return;
-    const auto& v = json_.at(key);
-    out.clear();
-    if (v.is_number_integer()) {
-      out.push_back(v.get<int64_t>());
-      return;
-    }
-    if (!v.is_array()) wrong_type(key, "an integer or a list of integers", v);
-    for (const auto& item : v) {
-      if (!item.is_number_integer()) wrong_type(key, "a list of integers", v);
-      out.push_back(item.get<int64_t>());
-    }
-  }
-
-  [[noreturn]] void wrong_type(const std::string& key, const char* expected,
-                               const nlohmann::json& value) const {
-    fail(source_, ": key '", key, "' must be ", expected, ", got ", value.dump());
-  }
-
-  const std::string& source() const { return source_; }
-
- private:
-  const nlohmann::json& json_;
-  std::string source_;
-};
-
-// Reads the RoPE settings the way PreTrainedConfig.convert_rope_params_to_dict does: a truthy
-// legacy rope_scaling replaces rope_parameters; rope_theta comes from that dict, else the
-// top-level key, else 10000.
-void read_rope(const ConfigReader& reader, Qwen3Args& args) {
-  nlohmann::json params = nlohmann::json::object();
-  std::string params_key = "rope_parameters";
-  if (reader.has("rope_scaling")) {
-    const auto& scaling = reader.at("rope_scaling");
-    if (!scaling.is_object()) reader.wrong_type("rope_scaling", "an object or null", scaling);
-    if (!scaling.empty()) {
-      params = scaling;
-      params_key = "rope_scaling";
-    }
-  }
-  if (params_key == "rope_parameters" && reader.has("rope_parameters")) {
-    params = reader.at("rope_parameters");
-    if (!params.is_object()) reader.wrong_type("rope_parameters", "an object or null", params);
-  }
-  args.rope_theta = 10000.0;
-  reader.read_double("rope_theta", args.rope_theta);
-  ConfigReader nested(params, reader.source() + " (" + params_key + ")");
-  nested.read_double("rope_theta", args.rope_theta);
-  args.rope_type = "default";
-  nested.read_string("type", args.rope_type);
-  nested.read_string("rope_type", args.rope_type);
+// The RoPE dictionary as transformers picks it (common/hf_config_reader.h), then YaRN's keys.
+void read_rope(const HfConfigReader& reader, Qwen3Args& args) {
+  const HfRopeParameters rope = read_hf_rope_parameters(reader);
+  const std::string& params_key = rope.key;
+  args.rope_theta = rope.theta;
+  args.rope_type = rope.type;
+  const HfConfigReader nested(rope.params, reader.source() + " (" + params_key + ")");
   if (args.rope_type == "default") return;
   if (args.rope_type != "yarn") {
     fail(reader.source(), ": ", params_key, ".rope_type '", args.rope_type,
@@ -128,7 +44,7 @@ void read_rope(const ConfigReader& reader, Qwen3Args& args) {
 
 Qwen3Args qwen3_args_from_hf_config(const nlohmann::json& config, const std::string& source) {
   TITAN_CHECK(config.is_object(), source, ": config.json must be a JSON object");
-  ConfigReader r(config, source);
+  HfConfigReader r(config, source);
   TITAN_CHECK(r.has("model_type"), source,
               ": key 'model_type' is missing (need qwen3 or qwen3_moe)");
   std::string model_type;
@@ -223,15 +139,7 @@ nlohmann::json qwen3_args_to_hf_config(const Qwen3Args& a, const std::string& dt
   c["model_type"] = moe ? "qwen3_moe" : "qwen3";
   c["attention_bias"] = a.attention_bias;
   c["attention_dropout"] = 0.0;
-  c["bos_token_id"] = a.bos_token_id ? json(*a.bos_token_id) : json(nullptr);
-  if (a.eos_token_id.empty()) {
-    c["eos_token_id"] = nullptr;
-  } else if (a.eos_token_id.size() == 1) {
-    c["eos_token_id"] = a.eos_token_id[0];
-  } else {
-    c["eos_token_id"] = a.eos_token_id;
-  }
-  c["pad_token_id"] = a.pad_token_id ? json(*a.pad_token_id) : json(nullptr);
+  write_hf_token_ids(c, a.bos_token_id, a.eos_token_id, a.pad_token_id);
   c["head_dim"] = a.head_dim;
   c["hidden_act"] = "silu";
   c["hidden_size"] = a.hidden_size;
@@ -242,23 +150,17 @@ nlohmann::json qwen3_args_to_hf_config(const Qwen3Args& a, const std::string& dt
   c["num_hidden_layers"] = a.num_hidden_layers;
   c["num_key_value_heads"] = a.num_key_value_heads;
   c["rms_norm_eps"] = static_cast<double>(a.rms_norm_eps);
-  // v4 reads rope_theta/rope_scaling, v5 rope_parameters: write both.
-  json rope = {{"rope_theta", a.rope_theta}, {"rope_type", a.rope_type}};
-  c["rope_theta"] = a.rope_theta;
+  json scaling = nullptr;  // v4 reads rope_theta/rope_scaling, v5 rope_parameters: both
   if (a.rope_type == "yarn") {
-    json scaling = {{"rope_type", a.rope_type},
-                    {"factor", a.rope_factor},
-                    {"original_max_position_embeddings", a.rope_original_max_position_embeddings},
-                    {"beta_fast", a.rope_beta_fast},
-                    {"beta_slow", a.rope_beta_slow},
-                    {"truncate", a.rope_truncate}};
+    scaling = {{"rope_type", a.rope_type},
+               {"factor", a.rope_factor},
+               {"original_max_position_embeddings", a.rope_original_max_position_embeddings},
+               {"beta_fast", a.rope_beta_fast},
+               {"beta_slow", a.rope_beta_slow},
+               {"truncate", a.rope_truncate}};
     if (a.rope_attention_factor) scaling["attention_factor"] = *a.rope_attention_factor;
-    c["rope_scaling"] = scaling;
-    rope.update(scaling);
-  } else {
-    c["rope_scaling"] = nullptr;
   }
-  c["rope_parameters"] = rope;
+  write_hf_rope(c, a.rope_theta, a.rope_type, scaling);
   c["sliding_window"] = nullptr;
   c["use_sliding_window"] = false;
   c["tie_word_embeddings"] = a.tie_word_embeddings;

@@ -2,9 +2,9 @@
 
 #include "titan/common/error.h"
 #include "titan/models/common/decoder_plan.h"
+#include "titan/models/common/hf_state_dict_adapter.h"
 #include "titan/models/qwen3/model.h"
 #include "titan/models/qwen3/qwen3_args.h"
-#include "titan/models/qwen3/state_dict_adapter.h"
 
 namespace titan::models {
 namespace {
@@ -44,7 +44,7 @@ ModelSpec qwen3_model_spec() {
     parallelize_decoder(as_decoder(model), standard_decoder_plan(), cfg, parallel);
   };
   spec.post_optimizer_build = decoder_post_optimizer_build;
-  spec.adapter = qwen3_state_dict_adapter();
+  spec.adapter = decoder_state_dict_adapter();
   spec.flops_per_token = [](Model& model, int64_t seq_len) {
     return decoder_flops_per_token(as_decoder(model), seq_len);
   };

@@ -1,4 +1,4 @@
-#include "titan/models/qwen3/state_dict_adapter.h"
+#include "titan/models/common/hf_state_dict_adapter.h"
 
 #include <optional>
 #include <set>
@@ -196,7 +196,7 @@ LazyTensors from_hf(const std::vector<std::string>& hf_keys,
 
 }  // namespace
 
-StateDictAdapter qwen3_state_dict_adapter() {
+StateDictAdapter decoder_state_dict_adapter() {
   StateDictAdapter adapter;
   adapter.to_hf = to_hf;
   adapter.from_hf = from_hf;

@@ -9,7 +9,7 @@ namespace titan::models {
 ModelOutput Model::forward_packed(const at::Tensor& input_ids, const PackedDocuments& documents) {
   TITAN_CHECK(!documents.document_ids.defined(),
               "this model backend has no block-causal attention: training.document_masking "
-              "needs the native model (model.name = \"qwen3\")");
+              "needs a native model (model.name = \"qwen3\" or \"llama3\")");
   return forward(input_ids);
 }
 

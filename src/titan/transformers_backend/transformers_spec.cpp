@@ -192,7 +192,7 @@ void parallelize(models::Model& model, const config::TrainerConfig& cfg,
         {"expert_parallel_degree", "ep"}}) {
     TITAN_CHECK(parallel.degree(dim) == 1, "parallelism.", key, " = ", parallel.degree(dim),
                 ": the Transformers backend (model.name = transformers) trains with data "
-                "parallelism only; use the native model (model.name = qwen3) for tensor and "
+                "parallelism only; use a native model (model.name = qwen3 or llama3) for tensor and "
                 "expert parallelism");
   }
   models::apply_activation_checkpointing(model.blocks(), cfg.activation_checkpoint);

@@ -56,18 +56,17 @@ TransformerBlock::TransformerBlock(const DecoderConfig& c, int64_t index,
                                    kernels::OverrideResolver& overrides)
     : Module("layers." + std::to_string(index)),
       prefix_("model.layers." + std::to_string(index) + "."),
-      attention_(c.attention, path(), options, overrides) {
-  const int64_t H = c.hidden_size;
+      attention_norm_{at::empty({c.hidden_size}, options), c.norm_eps,
+                      overrides.function<kernels::Op::kRmsNorm>(path() + ".attention_norm")},
+      attention_(c.attention, path(), options, overrides),
+      ffn_norm_{at::empty({c.hidden_size}, options), c.norm_eps,
+                overrides.function<kernels::Op::kRmsNorm>(path() + ".ffn_norm")} {
   if (c.sparse.at(index)) {
     moe_.emplace(c.moe, path(), options, c.balancing.balancing == MoeBalancing::kExpertBias,
                  buffer_options, overrides);
   } else {
-    feed_forward_.emplace(H, c.intermediate_size, path(), options, overrides);
+    feed_forward_.emplace(c.hidden_size, c.intermediate_size, path(), options, overrides);
   }
-  attention_norm_ = {at::empty({H}, options), c.norm_eps,
-                     overrides.function<kernels::Op::kRmsNorm>(path() + ".attention_norm")};
-  ffn_norm_ = {at::empty({H}, options), c.norm_eps,
-               overrides.function<kernels::Op::kRmsNorm>(path() + ".ffn_norm")};
 }
 
 std::vector<std::pair<std::string, Linear*>> TransformerBlock::projections() {

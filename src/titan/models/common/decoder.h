@@ -121,9 +121,12 @@ class TransformerBlock : public Module {
   Tensors compute(const at::Tensor& h, const RopeTables& rope, const at::Tensor& positions,
                   const at::Tensor& document_ids, at::Tensor* keys, at::Tensor* values) const;
 
+  // In the order the layer's call sites are resolved (the override log lists them so):
+  // attention_norm, the attention's, ffn_norm, the feed-forward's or the experts'.
   std::string prefix_;
-  RmsNorm attention_norm_, ffn_norm_;
+  RmsNorm attention_norm_;
   Attention attention_;
+  RmsNorm ffn_norm_;
   std::optional<FeedForward> feed_forward_;
   std::optional<MoeLayer> moe_;
   TensorParallelHooks tp_;

@@ -130,6 +130,23 @@ def test_layout_matches_one_process(tmp_path, corpus, single, layout):
             assert torch.allclose(ours[name], theirs[name], atol=1e-7), name
 
 
+def test_moe_aux_loss_is_each_ranks_mean_as_under_tensor_parallelism(tmp_path, corpus):
+    """The aux loss of a cp rank is over its tokens only, divided by cp: CP 2 with contiguous
+    pieces of one row and TP 2 without sequence parallelism (whose rank r routes tokens
+    [r S/2, (r+1) S/2) of the row) give the MoE layers the same halves, so the same gradients
+    (an aux loss weighted 1, so that it dominates them). The logged losses differ by design: TP
+    logs its first rank's share of the aux loss, CP the sum over the loss group."""
+    aux = ["--model.moe_load_balancing", "aux_loss", "--model.router_aux_loss_coef", "1"]
+    runs = {}
+    for name, layout in (("cp", ["--parallelism.context_parallel_degree", "2",
+                                 "--parallelism.context_parallel_load_balancer", "none"]),
+                         ("tp", ["--parallelism.tensor_parallel_degree", "2",
+                                 "--parallelism.enable_sequence_parallel", "false"])):
+        runs[name] = tmp_path / name
+        torchrun(2, args(runs[name], corpus, "moe", 1, *aux, *layout, steps=3))
+    assert_close(curves(runs["cp"])[1], curves(runs["tp"])[1], "grad_norm")
+
+
 def resume(dump, checkpoint, nproc, corpus, local_batch, *extra, documents=False):
     shutil.copytree(checkpoint, dump / "checkpoint")
     torchrun(nproc, args(dump, corpus, "dense", local_batch, "--checkpoint.enable", *extra,

@@ -194,6 +194,7 @@ struct ParallelismConfig {
   int64_t pipeline_parallel_degree = 1;
   int64_t context_parallel_degree = 1;
   int64_t expert_parallel_degree = 1;
+  std::string context_parallel_load_balancer = "headtail";
   std::string fsdp_reshard_after_forward = "default";
   // With tensor parallelism, the norms and the residual stream split over the sequence
   // (torchtitan does so whenever tensor parallelism is on).
@@ -206,7 +207,11 @@ struct ParallelismConfig {
       "FSDP shards; -1: whatever is left of the world size");
     v("tensor_parallel_degree", tensor_parallel_degree, "tensor-parallel degree");
     v("pipeline_parallel_degree", pipeline_parallel_degree, "pipeline-parallel degree");
-    v("context_parallel_degree", context_parallel_degree, "context-parallel degree");
+    v("context_parallel_degree", context_parallel_degree,
+      "context-parallel degree: each rank holds 1/cp of every row's tokens");
+    v("context_parallel_load_balancer", context_parallel_load_balancer,
+      "how the sequence is split over the cp ranks: headtail (2 x cp chunks, rank i holds "
+      "chunks i and 2cp-1-i) or none (cp contiguous pieces)");
     v("expert_parallel_degree", expert_parallel_degree,
       "expert-parallel degree (borrowed from shard x context x tensor)");
     v("fsdp_reshard_after_forward", fsdp_reshard_after_forward,

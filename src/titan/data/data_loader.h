@@ -43,6 +43,9 @@ struct Batch {
   at::Tensor inputs, labels;  // int64 [local_batch_size, seq_len]
   // int64 [local_batch_size, seq_len] with document masking; undefined otherwise.
   at::Tensor positions, document_ids;
+  // A context-parallel rank's part of the rows (train/context_parallel_batch.h) also carries
+  // its tokens' positions, below this (the rows' length); 0 for whole rows.
+  int64_t positions_end = 0;
 };
 
 struct LoaderOptions {

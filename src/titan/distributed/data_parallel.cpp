@@ -37,7 +37,7 @@ struct DataParallel::Param {
   std::string name;
   at::Tensor* slot = nullptr;          // in its module
   std::vector<int64_t> local_shape;    // before FSDP: what the forward's weight looks like
-  std::shared_ptr<Group> shard_group;  // dp_shard, or efsdp for expert weights
+  std::shared_ptr<Group> shard_group;  // dp_shard (dp_shard_cp), or efsdp for expert weights
   EvenSplit rows;                      // FSDP's split of dim 0 of that (part == rows: whole)
   at::Tensor shard;     // FSDP: the optimizer's leaf [part_rows, ...]; DDP: the parameter
   at::Tensor buffer;    // FSDP: [parts * part_rows, ...] in the compute dtype
@@ -86,7 +86,7 @@ DataParallel::~DataParallel() = default;
 bool DataParallel::sharded() const {
   for (const auto& unit : units_)
     if (unit->any_sharded()) return true;
-  return mesh_.size("dp_shard") > 1;
+  return mesh_.size("dp_shard") > 1 || mesh_.size("cp") > 1;
 }
 
 void DataParallel::wrap(const std::vector<models::Module*>& modules,
@@ -107,8 +107,11 @@ void DataParallel::wrap(const std::vector<models::Module*>& modules,
       p.slot = &slot;
       p.frozen = !slot.requires_grad();
       p.local_shape = slot.sizes().vec();
-      // Expert weights are sharded over what expert parallelism leaves of dp_shard (efsdp).
-      const std::string shard_dim = options.expert && options.expert(name) ? "efsdp" : "dp_shard";
+      // Expert weights are sharded over what expert parallelism leaves of dp_shard x cp x tp
+      // (efsdp); dense ones over dp_shard, and the cp ranks too under context parallelism.
+      const std::string shard_dim = options.expert && options.expert(name) ? "efsdp"
+                                    : mesh_.size("cp") > 1                 ? "dp_shard_cp"
+                                                                           : "dp_shard";
       p.shard_group = mesh_.group(shard_dim);
       const int64_t parts = p.shard_group->size(), index = p.shard_group->rank();
       p.rows = even_split(slot.size(0), parts, index);
@@ -314,6 +317,10 @@ void DataParallel::finish_backward() {
   }
   // HSDP: the shard gradients of a step are summed over the replicas once, at its end.
   if (sync_ && replicate_->size() > 1 && !shard_grads.empty()) replicate_->all_reduce(shard_grads);
+}
+
+void DataParallel::finish_forward_only() {
+  for (auto& unit : units_) reshard(*unit);
 }
 
 }  // namespace titan::distributed

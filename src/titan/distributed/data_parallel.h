@@ -2,7 +2,9 @@
 // wrappers through the ParallelContext (models/parallel_context.h), the way torchtitan applies
 // FSDP2 / DDP / HSDP:
 //
-//   FSDP (dp_shard > 1): every parameter of a unit is placed Shard(0) over dp_shard, on top of
+//   FSDP (dp_shard > 1): every parameter of a unit is placed Shard(0) over dp_shard (over
+//     dp_shard_cp, dp_shard x cp, under context parallelism, whose ranks each compute a part of
+//     every gradient: torchtitan folds cp into FSDP the same way), on top of
 //     whatever placement it had (parameter_placements.h): its local tensor is split on dim 0,
 //     evenly with zero padding. The shard, in the parameter dtype (float32 master weights), is
 //     what the module's slot holds between forwards and what the optimizer updates. Before the
@@ -57,6 +59,10 @@ class DataParallel {
   // accumulation: only then are they summed over the replicate group).
   void set_gradient_sync(bool sync) { sync_ = sync; }
   void finish_backward();
+  // After forwards without a backward (validation): frees every gathered parameter, which the
+  // units that keep theirs until their backward (the last block, the head) still hold, so that
+  // the slots hold the shards again (what checkpoints and exports read).
+  void finish_forward_only();
 
   // Whether any parameter is sharded (FSDP or HSDP).
   bool sharded() const;

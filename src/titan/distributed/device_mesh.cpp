@@ -21,8 +21,11 @@ DeviceMesh::DeviceMesh(World& world, const ParallelDims& dims)
       groups_[name] = shared;
     }
   }
-  const std::vector<int64_t> dp = layout_.members("dp", rank_);
-  groups_["data"] = world.new_group("data" + std::to_string(dp.front()), dp, /*cpu=*/true);
+  // The ranks that pack the same token stream: the data-parallel ranks and the cp ranks of each
+  // (which keep the same rows, each its part of the sequence).
+  const std::vector<int64_t> readers = layout_.members("dp_cp", rank_);
+  groups_["data"] =
+      world.new_group("data" + std::to_string(readers.front()), readers, /*cpu=*/true);
 }
 
 DeviceMesh::DeviceMesh(const ParallelDims& dims) : layout_(dims) {

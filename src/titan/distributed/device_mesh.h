@@ -1,7 +1,8 @@
 // DeviceMesh: the process groups of a ParallelDims layout, by name (torchtitan's world mesh and
-// its sub-meshes): world, pp, dp_replicate, dp_shard, dp, cp, tp, ep, efsdp (parallel_dims.h
-// says which ranks each holds), plus "data", a CPU group over the same ranks as dp for the data
-// loader's exchanges, which run on its own thread and so must not share a group with training.
+// its sub-meshes): world, pp, dp_replicate, dp_shard, dp, cp, tp, ep, efsdp, dp_cp,
+// dp_shard_cp (parallel_dims.h says which ranks each holds), plus "data", a CPU group over the
+// same ranks as dp_cp (every rank that packs the same token stream) for the data loader's
+// exchanges, which run on its own thread and so must not share a group with training.
 //
 // Built collectively: every rank creates the groups that hold it, in one fixed order. A group
 // of one is the identity (group.h), so one process runs the same code. Groups with the same

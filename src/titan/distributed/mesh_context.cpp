@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "titan/common/error.h"
+#include "titan/distributed/context_parallel_attention.h"
 #include "titan/distributed/differentiable_collectives.h"
 #include "titan/distributed/vocab_parallel_loss.h"
 
@@ -13,8 +14,9 @@ namespace titan::distributed {
 MeshContext::MeshContext(std::unique_ptr<DeviceMesh> mesh, DataParallelOptions data_parallel)
     : mesh_(std::move(mesh)) {
   // Data parallelism, or the FSDP of expert weights over efsdp that tensor or expert
-  // parallelism alone may need (the tp ranks route different tokens to the same experts).
-  if (mesh_->dims().data_parallel() || mesh_->dims().efsdp() > 1)
+  // parallelism alone may need (the tp ranks route different tokens to the same experts), or
+  // context parallelism (FSDP over dp_shard x cp: its ranks compute shares of every gradient).
+  if (mesh_->dims().data_parallel() || mesh_->dims().efsdp() > 1 || mesh_->dims().cp > 1)
     data_parallel_ = std::make_unique<DataParallel>(*mesh_, placements_, data_parallel);
 }
 
@@ -65,9 +67,10 @@ models::TensorParallelHooks MeshContext::tensor_parallel_hooks(bool sequence_par
 }
 
 const std::string& MeshContext::group_of(const std::string& purpose) const {
-  // Today's layout: the batch and the loss are data parallelism's; every rank holds every layer.
+  // The rows are data parallelism's; the loss also the cp ranks' (each holds a part of every
+  // row); every rank holds every layer.
   static const std::map<std::string, std::string> groups = {
-      {"batch", "dp"}, {"loss", "dp"}, {"layer_replicas", "world"}, {"world", "world"}};
+      {"batch", "dp"}, {"loss", "dp_cp"}, {"layer_replicas", "world"}, {"world", "world"}};
   const auto it = groups.find(purpose);
   TITAN_CHECK(it != groups.end(), "no reduction purpose '", purpose,
               "' (batch, loss, layer_replicas, world)");
@@ -111,6 +114,12 @@ void MeshContext::use_vocab_parallel_head(int64_t vocab, bool sequence_parallel)
   };
 }
 
+models::ContextParallelAttention MeshContext::context_parallel_attention(
+    const std::string& load_balancer) {
+  if (mesh_->size("cp") == 1) return {};
+  return make_context_parallel_attention(mesh_->group("cp"), parse_load_balancer(load_balancer));
+}
+
 kernels::ExpertGroup MeshContext::expert_group() {
   const std::shared_ptr<Group> ep = mesh_->group("ep");
   kernels::ExpertGroup group;
@@ -135,6 +144,10 @@ void MeshContext::finish_placements() {
   // ep or sharded over efsdp) the expert ones; both tile the world.
   static const std::vector<std::string> dense = {"pp", "dp_replicate", "dp_shard", "cp", "tp"};
   static const std::vector<std::string> expert = {"pp", "dp_replicate", "efsdp", "ep"};
+  // FSDP's shard group under context parallelism spans two of the dimensions.
+  auto covers = [](const std::string& group, const std::string& dim) {
+    return group == dim || (group == "dp_shard_cp" && (dim == "dp_shard" || dim == "cp"));
+  };
   for (const auto& [name, placement] : placements_.all()) {
     const bool is_expert = std::any_of(placement.on.begin(), placement.on.end(), [](auto& on) {
       return on.mesh_dim == "ep" || on.mesh_dim == "efsdp";
@@ -142,7 +155,7 @@ void MeshContext::finish_placements() {
     TensorPlacement complete = placement;
     for (const std::string& dim : is_expert ? expert : dense) {
       const bool named = std::any_of(placement.on.begin(), placement.on.end(),
-                                     [&](auto& on) { return on.mesh_dim == dim; });
+                                     [&](auto& on) { return covers(on.mesh_dim, dim); });
       if (named || mesh_->size(dim) == 1) continue;
       complete =
           complete.then({dim, mesh_->size(dim), mesh_->coordinate(dim), Placement::replicate()});

@@ -39,6 +39,8 @@ class MeshContext : public models::ParallelContext {
   models::TensorParallelHooks tensor_parallel_hooks(bool sequence_parallel) override;
   void use_vocab_parallel_head(int64_t vocab, bool sequence_parallel) override;
   kernels::ExpertGroup expert_group() override;
+  models::ContextParallelAttention context_parallel_attention(
+      const std::string& load_balancer) override;
 
   const DeviceMesh& mesh() const { return *mesh_; }
   const ParallelDims& dims() const { return mesh_->dims(); }
@@ -60,6 +62,10 @@ class MeshContext : public models::ParallelContext {
   // (sum_gradients_over) are summed. `params` are the optimizer's (name, tensor) pairs.
   void start_backward(bool last);
   void finish_backward(bool last, const NamedTensors& params);
+  // After forwards without a backward (validation): the parameters FSDP gathered are freed.
+  void finish_forward_only() {
+    if (data_parallel_) data_parallel_->finish_forward_only();
+  }
 
  private:
   std::unique_ptr<DeviceMesh> mesh_;

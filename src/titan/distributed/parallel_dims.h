@@ -8,11 +8,15 @@
 // (flattened in that order, as torchtitan does with expert tensor parallelism 1): the ep group
 // is `ep` consecutive ranks of that flattening, and "efsdp" (the FSDP group of expert weights)
 // is what is left of it, dp_shard x cp x tp / ep ranks. So experts are sharded over ep and then
-// FSDP-sharded over efsdp, while dense weights are FSDP-sharded over dp_shard.
+// FSDP-sharded over efsdp, while dense weights are FSDP-sharded over dp_shard, or with context
+// parallelism over dp_shard x cp (torchtitan folds cp into FSDP: the cp ranks hold the same
+// weights and each computes its tokens' share of their gradients).
 //
 // The groups of this layout, by name (MeshLayout::group_names()):
 //   world, pp, dp_replicate, dp_shard, dp (dp_replicate x dp_shard: the ranks that read
-//   different batch rows), cp, tp, ep, efsdp.
+//   different batch rows), cp, tp, ep, efsdp, dp_cp (dp x cp: the ranks whose token counts
+//   and losses make up a step's loss, torchtitan's "loss" mesh), dp_shard_cp (dp_shard x cp:
+//   FSDP's shard group under context parallelism).
 #pragma once
 
 #include <cstdint>
@@ -41,8 +45,8 @@ struct ParallelDims {
 };
 
 // Reads the parallelism section against the world size: resolves data_parallel_shard_degree -1,
-// refuses degrees whose parallelism is not built yet (pipeline and context parallelism: one
-// message, one place), then checks the product against the world size with one error naming
+// refuses degrees whose parallelism is not built yet (pipeline parallelism: one message, one
+// place), then checks the product against the world size with one error naming
 // every degree.
 ParallelDims make_parallel_dims(const config::ParallelismConfig& config, int64_t world_size);
 

@@ -35,13 +35,14 @@ enum class Op : int {
   kMoeDispatch,
   kMoeCombine,
   kNf4Linear,
+  kContextAttention,
 };
-inline constexpr size_t kNumOps = 10;
+inline constexpr size_t kNumOps = 11;
 
 // Config and log names, indexed by Op.
 inline constexpr std::array<std::string_view, kNumOps> kOpNames = {
-    "rms_norm",    "rope",          "attention",    "swiglu",      "moe_router",
-    "moe_experts", "cross_entropy", "moe_dispatch", "moe_combine", "nf4_linear"};
+    "rms_norm",      "rope",         "attention",   "swiglu",     "moe_router",       "moe_experts",
+    "cross_entropy", "moe_dispatch", "moe_combine", "nf4_linear", "context_attention"};
 inline std::string_view op_name(Op op) { return kOpNames[static_cast<size_t>(op)]; }
 
 // The router's decision for each token (moe_router's output, moe_experts' input).
@@ -116,6 +117,20 @@ using RopeFn = RotatedQueryKey (*)(const at::Tensor& q, const at::Tensor& k, con
 using AttentionFn = at::Tensor (*)(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                    double scale, int64_t past, const at::Tensor& document_ids);
 
+// context_attention: attention of one context-parallel rank's queries against the keys and values
+// of the whole sequence (docs/distributed.md, "Context parallelism"). q [B, nq, Sq, d] are the
+// queries of the tokens at global indices `query_index` (int64 [Sq] on the CPU, the same for
+// every row; ascending runs, such as head-tail chunks); k/v [B, nkv, S, d] hold every token of
+// the sequence, in order. Query i sees key j <= query_index[i] and, with `document_ids` defined
+// (int64 [B, S] of the whole rows: packed documents), only the keys of its own document.
+// Returns [B, nq, Sq, d], softmax(q k^T * scale) v over the keys each query sees. An
+// implementation works on a part of the queries at a time, against only the keys that part can
+// see: it never builds an [Sq, S] mask.
+using ContextAttentionFn = at::Tensor (*)(const at::Tensor& q, const at::Tensor& k,
+                                          const at::Tensor& v, double scale,
+                                          const at::Tensor& query_index,
+                                          const at::Tensor& document_ids);
+
 // swiglu: the feed-forward down(silu(gate(x)) * up(x)); weights in nn.Linear layout [out, in].
 using SwigluFn = at::Tensor (*)(const at::Tensor& x, const at::Tensor& gate_proj,
                                 const at::Tensor& up_proj, const at::Tensor& down_proj);
@@ -157,8 +172,9 @@ using Nf4LinearFn = at::Tensor (*)(const at::Tensor& x, const Nf4Weight& weight)
 
 // Any op's function; the alternative's index is the Op's value.
 // The alternatives' types are all distinct, so a function pointer converts to it unambiguously.
-using OpFunction = std::variant<RmsNormFn, RopeFn, AttentionFn, SwigluFn, MoeRouterFn, MoeExpertsFn,
-                                CrossEntropyFn, MoeDispatchFn, MoeCombineFn, Nf4LinearFn>;
+using OpFunction =
+    std::variant<RmsNormFn, RopeFn, AttentionFn, SwigluFn, MoeRouterFn, MoeExpertsFn,
+                 CrossEntropyFn, MoeDispatchFn, MoeCombineFn, Nf4LinearFn, ContextAttentionFn>;
 static_assert(std::variant_size_v<OpFunction> == kNumOps);
 
 template <Op op>

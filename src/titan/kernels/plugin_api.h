@@ -26,7 +26,8 @@ namespace titan::kernels {
 // 2: attention takes the document ids of packed rows; rope takes per-row cos/sin.
 // 3: moe_dispatch and moe_combine (expert parallelism), ExpertGroup and DispatchedTokens.
 // 4: nf4_linear (QLoRA's frozen NF4 weights) and Nf4Weight.
-inline constexpr uint32_t kKernelAbiVersion = 4;
+// 5: context_attention (context parallelism: local queries against the gathered sequence).
+inline constexpr uint32_t kKernelAbiVersion = 5;
 
 class KernelRegistrar {
  public:

@@ -10,6 +10,9 @@ ModelOutput Model::forward_packed(const at::Tensor& input_ids, const PackedDocum
   TITAN_CHECK(!documents.document_ids.defined(),
               "this model backend has no block-causal attention: training.document_masking "
               "needs a native model (model.name = \"qwen3\" or \"llama3\")");
+  TITAN_CHECK(!documents.positions.defined(),
+              "this model backend takes no token positions: context parallelism needs a native "
+              "model (model.name = \"qwen3\" or \"llama3\")");
   return forward(input_ids);
 }
 

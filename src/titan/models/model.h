@@ -53,9 +53,13 @@ class LoraHost {
 // int64 [B, S] each token's position in its document (restarting at 0 where a document starts)
 // and the index of its document in the row. A model given them attends block-causally (each
 // document to itself only) and rotates by these positions.
+// Under context parallelism the rows are a rank's part of longer rows (its tokens, not
+// contiguous): positions are then defined for causal rows too (each token's place in its row),
+// and lie below positions_end (the whole rows' length; 0: this batch's length).
 struct PackedDocuments {
   at::Tensor positions;
   at::Tensor document_ids;
+  int64_t positions_end = 0;
 };
 
 struct ModelOutput {

@@ -4,8 +4,8 @@
 // family's parallelize knows only this header, so models/ never includes distributed/.
 //
 // Mesh dimensions are named as in docs/distributed.md: "dp_replicate", "dp_shard", "dp",
-// "cp", "tp", "pp", "ep", "efsdp". On one process every degree is 1 and every call is the
-// identity.
+// "cp", "tp", "pp", "ep", "efsdp", "dp_cp", "dp_shard_cp". On one process every degree is 1 and
+// every call is the identity.
 //
 // Reductions are asked for by purpose, never by mesh group (torchtitan's named meshes), so that
 // a new parallelism changes what a purpose spans, not its callers:
@@ -59,6 +59,16 @@ struct TensorParallelHooks {
   bool active() const { return static_cast<bool>(enter); }
 };
 
+// Context parallelism (cp > 1): how a layer's attention reaches the rest of the sequence. The
+// rank holds its tokens' q/k/v [B, heads, S/cp, d] (the sequence split as the batch was,
+// distributed/sequence_shards.h) and `document_ids` [B, S/cp] (undefined for causal rows); the
+// function all-gathers k and v over cp (its backward reduce-scatters their gradients), puts
+// them in sequence order and runs `attend` (the layer's context_attention op) with the global
+// indices of the rank's queries -> [B, nq, S/cp, d].
+using ContextParallelAttention = std::function<at::Tensor(
+    kernels::ContextAttentionFn attend, const at::Tensor& q, const at::Tensor& k,
+    const at::Tensor& v, double scale, const at::Tensor& document_ids)>;
+
 // The loss over a head split on the vocabulary over tp (torchtitan's loss parallel): the sum of
 // the cross-entropy of hidden @ weight^T over the valid labels, where `weight` holds this rank's
 // rows of the vocabulary and `hidden` is as the model's final norm returns it.
@@ -83,15 +93,17 @@ class ParallelContext {
   // Ranks on a mesh dimension, and this rank's place on it; throws naming an unknown one.
   virtual int64_t degree(const std::string& mesh_dim) const = 0;
   virtual int64_t coordinate(const std::string& mesh_dim) const = 0;
-  // Whether data parallelism is on (dp_replicate x dp_shard > 1): fully_shard does something.
+  // Whether data parallelism is on (dp_replicate x dp_shard > 1, or context parallelism, whose
+  // ranks FSDP treats as more shards): fully_shard does something.
   virtual bool data_parallel() const = 0;
 
-  // Makes `modules` (in forward order) one data-parallel unit: with dp_shard > 1 (FSDP) their
-  // parameters are sharded together on dim 0 over dp_shard, all-gathered before the first of
-  // them runs and freed again after its forward (when options say so) and after its backward,
-  // and their gradients reduce-scattered; with dp_replicate > 1 (DDP, or HSDP's outer
-  // dimension) their gradients are all-reduced over dp_replicate once the step's last backward
-  // is done. Call once per unit, in forward order, after activation checkpointing (the
+  // Makes `modules` (in forward order) one data-parallel unit: with dp_shard x cp > 1 (FSDP,
+  // context parallelism folded in as torchtitan does) their parameters are sharded together on
+  // dim 0 over dp_shard x cp, all-gathered before the first of them runs and freed again after
+  // its forward (when options say so) and after its backward, and their gradients
+  // reduce-scattered (summed: each cp rank's are its tokens' share); with dp_replicate > 1 (DDP, or
+  // HSDP's outer dimension) their gradients are all-reduced over dp_replicate once the step's last
+  // backward is done. Call once per unit, in forward order, after activation checkpointing (the
   // data-parallel wrapper then sits outside it). Nothing when data_parallel() is false.
   virtual void fully_shard(const std::vector<Module*>& modules, const ShardOptions& options) = 0;
 
@@ -112,6 +124,9 @@ class ParallelContext {
   virtual void use_vocab_parallel_head(int64_t vocab, bool sequence_parallel) = 0;
   // The expert group (ep) for the MoE layers' token exchange.
   virtual kernels::ExpertGroup expert_group() = 0;
+  // Context parallelism over cp, the sequence split by `load_balancer` ("headtail" or "none",
+  // as the trainer split the batch); one function for every layer. Unset when cp is 1.
+  virtual ContextParallelAttention context_parallel_attention(const std::string& load_balancer) = 0;
 };
 
 }  // namespace titan::models

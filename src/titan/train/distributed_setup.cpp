@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "titan/train/context_parallel_batch.h"
 #include "titan/train/precision.h"
 
 namespace titan::train {
@@ -43,6 +44,7 @@ DistributedSetup check_distributed_layout(const config::TrainerConfig& cfg) {
   DistributedSetup setup;
   setup.env = distributed::launch_env_from_environment();
   setup.dims = distributed::make_parallel_dims(cfg.parallelism, setup.env.world_size);
+  check_context_parallel(cfg);
   return setup;
 }
 

@@ -20,10 +20,10 @@ data::LoaderOptions loader_options(const config::TrainerConfig& cfg, int32_t eos
 
 models::PackedDocuments packed_documents(const data::Batch& batch, at::Device device) {
   models::PackedDocuments d;
-  if (batch.document_ids.defined()) {
-    d.positions = batch.positions.to(device);
-    d.document_ids = batch.document_ids.to(device);
-  }
+  // Positions alone: a context-parallel part of causal rows (each token's place in its row).
+  if (batch.positions.defined()) d.positions = batch.positions.to(device);
+  if (batch.document_ids.defined()) d.document_ids = batch.document_ids.to(device);
+  d.positions_end = batch.positions_end;
   return d;
 }
 

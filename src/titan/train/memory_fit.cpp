@@ -18,11 +18,12 @@ namespace {
 
 double bytes_of(at::ScalarType dtype) { return static_cast<double>(c10::elementSize(dtype)); }
 
-// How many ranks split a weight of this shape: FSDP splits everything over dp_shard, tensor
-// parallelism the matrices over tp (expert stacks: expert parallelism borrows from the same
-// ranks).
+// How many ranks split a weight of this shape: FSDP splits everything over dp_shard x cp,
+// tensor parallelism the matrices over tp (expert stacks: expert parallelism borrows from the
+// same ranks).
 double split_of(const at::Tensor& t, const distributed::ParallelDims& dims) {
-  return static_cast<double>(t.dim() >= 2 ? dims.dp_shard * dims.tp : dims.dp_shard);
+  const int64_t fsdp = dims.dp_shard * dims.cp;
+  return static_cast<double>(t.dim() >= 2 ? fsdp * dims.tp : fsdp);
 }
 
 // Bytes of a [rows, cols] weight in NF4: half a byte a weight, plus its scales (a float32 per

@@ -23,6 +23,7 @@
 #include "titan/train/batch_loss.h"
 #include "titan/train/checkpoint_manager.h"
 #include "titan/train/checkpoint_parts.h"
+#include "titan/train/context_parallel_batch.h"
 #include "titan/train/distributed_setup.h"
 #include "titan/train/final_export.h"
 #include "titan/train/grad_clip.h"
@@ -176,11 +177,13 @@ class Trainer {
   double validate(int64_t step) {
     const double loss = validator_->run(
         [this](const data::Batch& batch) {
-          const BatchLoss b = batch_loss(*model_, *loss_, batch, precision_.device);
+          const BatchLoss b =
+              batch_loss(*model_, *loss_, cp_batch_->shard(batch), precision_.device);
           return std::pair<double, double>{b.loss_sum.item<double>(),
                                            static_cast<double>(b.tokens)};
         },
         [this](double v) { return sum_over("loss", v); });
+    parallel_->finish_forward_only();  // FSDP's last units kept their parameters gathered
     progress_->clear();
     if (dist_.rank() == 0) std::cout << format_validation_line(step, loss) << std::endl;
     return loss;
@@ -208,9 +211,11 @@ class Trainer {
     data::LoaderOptions options = loader_options(cfg_, eos);
     options.row_rank = batch_rank();
     options.row_ranks = batch_ranks();
-    if (batch_ranks() > 1 && cfg_.debug.shared_reading)
+    // (The cp ranks of a data-parallel rank read the same rows: they share the reading too.)
+    if (parallel_->mesh().size("data") > 1 && cfg_.debug.shared_reading)
       options.exchange = document_exchange(parallel_->mesh());
     loader_.emplace(tokenizer_, cfg_.training.dataset_path, options);
+    cp_batch_.emplace(cfg_, *parallel_);
     validator_.emplace(cfg_, tokenizer_, eos, batch_ranks(), batch_rank());
     micro_batches_ = micro_batches_per_step(cfg_.training, batch_ranks());
   }
@@ -393,7 +398,7 @@ class Trainer {
     std::vector<data::Batch> batches;
     int64_t local_tokens = 0;
     for (int64_t i = 0; i < micro_batches_; ++i) {
-      batches.push_back(loader_->next());
+      batches.push_back(cp_batch_->shard(loader_->next()));       // this cp rank's part
       local_tokens += count_valid_tokens(batches.back().labels);  // host tensors: no sync
     }
     const auto f64 = at::TensorOptions(precision_.device).dtype(at::kDouble);
@@ -552,7 +557,9 @@ class Trainer {
     m.grad_norm = r.grad_norm;
     m.lr = r.lr;
     std::tie(m.memory_gib, m.memory_percent) = peak_memory(precision_.device);
-    m.tps = static_cast<double>(tokens_per_step()) / seconds;
+    // Per device: a cp rank holds 1/cp of its rows' tokens.
+    m.tps = static_cast<double>(tokens_per_step()) / static_cast<double>(parallel_->degree("cp")) /
+            seconds;
     m.tflops = flops_per_token_ * m.tps / 1e12;
     if (peak_flops_) m.mfu = 100.0 * flops_per_token_ * m.tps / *peak_flops_;
     metrics_->log(m);
@@ -566,6 +573,7 @@ class Trainer {
   std::unique_ptr<PlacedLayout> layout_;
   std::shared_ptr<const data::Tokenizer> tokenizer_;
   std::optional<data::DataLoader> loader_;
+  std::optional<ContextParallelBatch> cp_batch_;
   std::optional<Validator> validator_;
   int64_t micro_batches_ = 1;
   std::optional<kernels::OverrideResolver> overrides_;

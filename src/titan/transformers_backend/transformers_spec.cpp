@@ -186,14 +186,16 @@ std::unique_ptr<models::Model> build_from_hf_config(const nlohmann::json& hf_con
 
 void parallelize(models::Model& model, const config::TrainerConfig& cfg,
                  models::ParallelContext& parallel) {
-  // Transformers' own modules have no split projections or expert exchange here.
+  // Transformers' own modules have no split projections, expert exchange or attention over
+  // gathered keys here.
   for (const auto& [key, dim] :
        {std::pair<const char*, const char*>{"tensor_parallel_degree", "tp"},
+        {"context_parallel_degree", "cp"},
         {"expert_parallel_degree", "ep"}}) {
     TITAN_CHECK(parallel.degree(dim) == 1, "parallelism.", key, " = ", parallel.degree(dim),
                 ": the Transformers backend (model.name = transformers) trains with data "
-                "parallelism only; use a native model (model.name = qwen3 or llama3) for tensor and "
-                "expert parallelism");
+                "parallelism only; use a native model (model.name = qwen3 or llama3) for "
+                "tensor, context and expert parallelism");
   }
   models::apply_activation_checkpointing(model.blocks(), cfg.activation_checkpoint);
   if (!parallel.data_parallel()) return;

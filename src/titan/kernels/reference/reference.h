@@ -29,6 +29,9 @@ DispatchedTokens moe_dispatch(const at::Tensor& x, const Routing& routing, int64
 at::Tensor moe_combine(const at::Tensor& expert_rows, const DispatchedTokens& dispatched,
                        const Routing& routing, const ExpertGroup& group);
 at::Tensor nf4_linear(const at::Tensor& x, const Nf4Weight& weight);
+at::Tensor context_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                             double scale, const at::Tensor& query_index,
+                             const at::Tensor& document_ids);
 
 // The cross_entropy op with an explicit chunk size (rows per chunk; 0 picks one that keeps a
 // chunk's float32 logits near 256 MB). The logits of one chunk at a time are materialised, and

@@ -17,6 +17,8 @@ void register_reference_kernels(KernelRegistry& registry) {
   add(MoeDispatchFn{&moe_dispatch}, "sort by expert, all-to-all of counts then rows");
   add(MoeCombineFn{&moe_combine}, "all-to-all back, weighted sum over each token's k experts");
   add(Nf4LinearFn{&nf4_linear}, "the whole weight dequantised, one at::linear");
+  add(ContextAttentionFn{&context_attention},
+      "at::scaled_dot_product_attention per piece of <= 512 queries, over the keys it can see");
 }
 
 }  // namespace titan::kernels::reference

@@ -33,6 +33,7 @@ Attention::Attention(const AttentionConfig& c, const std::string& path,
   }
   rope_ = overrides.function<Op::kRope>(site);
   attention_ = overrides.function<Op::kAttention>(site);
+  context_attention_ = overrides.function<Op::kContextAttention>(site);
   // QLoRA's frozen projections read their NF4 weights here.
   for (auto& [name, linear] : projections())
     linear->nf4_linear = overrides.function<Op::kNf4Linear>(site + "." + name.substr(10));
@@ -88,7 +89,7 @@ at::Tensor Attention::forward(const at::Tensor& normed, const RopeTables& rope,
   }
   const double scale = 1.0 / std::sqrt(static_cast<double>(d));
   const at::Tensor attended = cp_ && keys == nullptr
-                                  ? cp_(q, k, v, scale, positions, document_ids)
+                                  ? cp_(context_attention_, q, k, v, scale, document_ids)
                                   : attention_(q, k, v, scale, past, document_ids);
   const at::Tensor o = attended.transpose(1, 2).reshape({B, S, -1});
   if (!tp_.active()) return o_proj_.forward(o);

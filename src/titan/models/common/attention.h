@@ -3,14 +3,15 @@
 // type (the tables come from the decoder, per token), the attention op, the output projection.
 //
 // Call sites (override.imports globs see these paths; PATH is the layer's, "layers.N"):
-//   PATH.attention          rope, attention
+//   PATH.attention          rope, attention, context_attention
 //   PATH.attention.q_norm   rms_norm       PATH.attention.k_norm   rms_norm
 //   PATH.attention.{q,k,v,o}_proj          nf4_linear (a projection held in NF4 under QLoRA)
 //
 // Tensor parallelism: q/k/v are column-parallel (this rank's heads), o_proj row-parallel; the
 // hooks run at the region's edges. Decoding passes a layer's KV cache, extended in place.
-// Context parallelism attends through a hook set here (the keys and values of the whole
-// sequence gathered over the cp ranks); unset, the rank holds the whole sequence.
+// Context parallelism attends through a hook set here (models/parallel_context.h: the keys and
+// values of the whole sequence gathered over the cp ranks), with this layer's context_attention
+// op (call site PATH.attention); unset, the rank holds the whole sequence.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -42,13 +43,6 @@ struct AttentionConfig {
   double norm_eps = 1e-6;
 };
 
-// Attention over keys and values that another component completes (context parallelism): q
-// [B, nq, S, d] of this rank's tokens, k/v [B, nkv, S, d] likewise, `positions` [B, S] their
-// global positions, `document_ids` [B, S] (or undefined) -> [B, nq, S, d].
-using ContextParallelAttention = std::function<at::Tensor(
-    const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale,
-    const at::Tensor& positions, const at::Tensor& document_ids)>;
-
 class Attention {
  public:
   // Parameters allocated (uninitialised) with `options`; kernels resolved for `path`.
@@ -78,6 +72,7 @@ class Attention {
   RmsNorm q_norm_, k_norm_;  // weights undefined without qk_norm
   kernels::RopeFn rope_ = nullptr;
   kernels::AttentionFn attention_ = nullptr;
+  kernels::ContextAttentionFn context_attention_ = nullptr;
   TensorParallelHooks tp_;
   ContextParallelAttention cp_;
 };

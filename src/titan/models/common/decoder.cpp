@@ -358,15 +358,18 @@ ModelOutput Decoder::forward(const at::Tensor& input_ids) {
 }
 
 ModelOutput Decoder::forward_packed(const at::Tensor& input_ids, const PackedDocuments& documents) {
-  if (!documents.document_ids.defined()) return forward(input_ids);
+  if (!documents.document_ids.defined() && !documents.positions.defined())
+    return forward(input_ids);
   TITAN_CHECK(input_ids.dim() == 2, "input ids must be [batch, seq], got ", input_ids.sizes());
-  TITAN_CHECK(documents.positions.sizes() == input_ids.sizes() &&
-                  documents.document_ids.sizes() == input_ids.sizes(),
-              "positions and document ids must be shaped like the input ids ", input_ids.sizes(),
+  TITAN_CHECK(documents.positions.defined() && documents.positions.sizes() == input_ids.sizes() &&
+                  (!documents.document_ids.defined() ||
+                   documents.document_ids.sizes() == input_ids.sizes()),
+              "positions (and document ids) must be shaped like the input ids ", input_ids.sizes(),
               ", got ", documents.positions.sizes(), " and ", documents.document_ids.sizes());
   StageInput in;
   in.tokens = input_ids;
   in.positions = documents.positions;
+  in.positions_end = documents.positions_end;
   in.document_ids = documents.document_ids;
   StageOutput out = forward_stage(in);
   return {out.hidden, auxiliary_loss(out.router_logits)};

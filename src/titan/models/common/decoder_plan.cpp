@@ -93,6 +93,16 @@ void apply_expert_parallel(Decoder& model, const DecoderPlan& plan, ParallelCont
   }
 }
 
+// Every layer's attention reaches the other cp ranks' keys and values; the MoE layers' aux loss
+// is over this rank's part of the sequence (and of that, its tp share).
+void apply_context_parallel(Decoder& model, const config::TrainerConfig& config,
+                            ParallelContext& parallel) {
+  const ContextParallelAttention attend =
+      parallel.context_parallel_attention(config.parallelism.context_parallel_load_balancer);
+  for (TransformerBlock* block : model.layers()) block->attention().set_context_parallel(attend);
+  model.set_aux_loss_divisor(static_cast<double>(parallel.degree("tp") * parallel.degree("cp")));
+}
+
 }  // namespace
 
 bool is_expert_parameter(const std::string& name) {
@@ -138,6 +148,7 @@ DecoderPlan standard_decoder_plan() {
 void parallelize_decoder(Decoder& model, const DecoderPlan& plan,
                          const config::TrainerConfig& config, ParallelContext& parallel) {
   if (parallel.degree("tp") > 1) apply_tensor_parallel(model, plan, config, parallel);
+  if (parallel.degree("cp") > 1) apply_context_parallel(model, config, parallel);
   if (parallel.degree("ep") > 1) apply_expert_parallel(model, plan, parallel);
   apply_activation_checkpointing(model.blocks(), config.activation_checkpoint);
   if (!parallel.data_parallel()) return;

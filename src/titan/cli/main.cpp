@@ -22,6 +22,8 @@ struct Subcommand {
 const Subcommand kSubcommands[] = {
     {"train", titan::cli::run_train, "train a model (--module M --config F [overrides])"},
     {"configs", titan::cli::run_configs, "list config functions or print a resolved config"},
+    {"check-data", titan::cli::run_check_data,
+     "read a job's datasets up front (bad lines, SFT records that train nothing)"},
     {"forward", titan::cli::run_forward, "logits for given token ids, as safetensors"},
     {"eval", titan::cli::run_eval, "mean token loss of a model on a dataset"},
     {"generate", titan::cli::run_generate, "sample text from a model"},

@@ -34,6 +34,20 @@ std::vector<std::string> field_names(const std::string& section) {
   return names;
 }
 
+bool has_field(const std::string& section, const std::string& key) {
+  bool found = false;
+  TrainerConfig config;
+  auto on_section = [&](const char* name, auto& fields) {
+    if (section != name) return;
+    auto on_field = [&](const char* field_name, auto&, const char* = "") {
+      found = found || key == field_name;
+    };
+    fields.visit(on_field);
+  };
+  config.visit_sections(on_section);
+  return found;
+}
+
 void fail_unknown_section(const std::string& section, const std::string& where) {
   const auto accepted = section_names();
   fail(where, ": unknown config section \"", section, "\"", did_you_mean(section, accepted),

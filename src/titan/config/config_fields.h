@@ -17,6 +17,9 @@ namespace titan::config {
 std::vector<std::string> section_names();
 std::vector<std::string> field_names(const std::string& section);  // throws for unknown
 
+// True when the tree has section.key.
+bool has_field(const std::string& section, const std::string& key);
+
 // "training.steps" -> {"training", "steps"}; throws naming `where` when there is no dot.
 std::pair<std::string, std::string> split_dotted_key(const std::string& dotted_key,
                                                      const std::string& where);

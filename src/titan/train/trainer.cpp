@@ -142,6 +142,7 @@ class Trainer {
     // Every rank says how much of the data it read itself (shared reading splits it).
     std::cout << "[titan] rank " << dist_.rank() << " of " << dist_.env.world_size << " read "
               << loader_->documents_read() << " documents" << std::endl;
+    for (const std::string& line : loader_->report()) print_warning(line);
     checkpoints_->finish();
     if (cfg_.checkpoint.enable) summary.checkpoint_dir = checkpoints_->step_dir(summary.last_step);
     // A stopped run is not finished: its final export waits for the resumed run's end.

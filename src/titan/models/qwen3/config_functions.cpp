@@ -174,6 +174,7 @@ TrainerConfig titan_kernels_qwen3_debugmodel() {
 // masking so that none sees another.
 void use_sft(TrainerConfig& c) {
   c.training.sft = true;
+  c.training.packing = "hf_flattening";
   c.training.document_masking = true;
   c.training.shuffle = true;
   c.training.dataset = "chat";

@@ -8,6 +8,7 @@
 
 #include "titan/cli/commands.h"
 #include "titan/common/error.h"
+#include "titan/common/strings.h"
 #include "titan/config/config_fields.h"
 #include "titan/config/field_values.h"
 #include "titan/config/resolve.h"
@@ -150,8 +151,12 @@ int run_configs(const Args& args) {
   const auto resolved = config::resolve_command_line(args, options);
   // Resolved before anything is printed: a bad override prints nothing but the error.
   const std::vector<std::string> table = override_table(resolved.config);
-  std::cout << "# module " << resolved.module << ", config " << resolved.config_name << "\n"
-            << config::to_toml(resolved.config, /*with_descriptions=*/true);
+  if (resolved.module.empty())
+    std::cout << "# config file " << join(resolved.config_files) << "\n";
+  else
+    std::cout << "# module " << resolved.module << ", config " << resolved.config_name << "\n";
+  for (const std::string& note : resolved.notes) std::cout << "# note: " << note << "\n";
+  std::cout << config::to_toml(resolved.config, /*with_descriptions=*/true);
   std::cout << "\n# device mesh (set WORLD_SIZE for another world):\n";
   for (const std::string& line : mesh_lines(resolved.config.parallelism))
     std::cout << "#   " << line << "\n";

@@ -33,7 +33,7 @@ std::string list_configs(const ConfigRegistry& registry, const std::string& modu
 // `--compile.enable false`: set into its titan field, noted, or refused.
 void apply_torchtitan_override(TrainerConfig& config, const Override& o,
                                ResolvedCommandLine& result) {
-  const std::string key = o.section + "." + o.key;
+  const std::string key = o.section.empty() ? o.key : o.section + "." + o.key;
   const std::optional<TorchtitanKey> rule = torchtitan_key(key, o.value);
   if (!rule) {
     const std::vector<std::string> sections = section_names();
@@ -103,6 +103,11 @@ ResolvedCommandLine resolve_command_line(const std::vector<std::string>& args,
       result.config_name = take_value();
     } else if (name == "--config-file" || name == "--job.config_file") {
       result.config_files.push_back(take_value());
+    } else if (name.find('.') == std::string::npos &&
+               torchtitan_key(name.substr(2), "").has_value()) {
+      // torchtitan 0.3.0's top-level --hf_assets_path and --dump_folder.
+      const std::string key = name.substr(2);
+      overrides.push_back({"", key, take_value(), name});
     } else if (name.find('.') == std::string::npos) {
       const auto& accepted = options.extra_flags;
       if (std::find(accepted.begin(), accepted.end(), name) == accepted.end()) {
@@ -158,7 +163,7 @@ ResolvedCommandLine resolve_command_line(const std::vector<std::string>& args,
          "flavor, as torchtitan's train_configs do); or give --module M --config F as well");
   }
   for (const auto& o : overrides) {
-    if (!has_field(o.section, o.key)) {
+    if (o.section.empty() || !has_field(o.section, o.key)) {
       apply_torchtitan_override(result.config, o, result);
       continue;
     }

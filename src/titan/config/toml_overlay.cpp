@@ -206,9 +206,12 @@ std::string command_line_text(const toml::node& node) {
 
 // A key of torchtitan's that titan's tree lacks (torchtitan_keys.h): renamed into its titan
 // field, noted, or refused. `key` is dotted ("quantize.linear.float8.filter_fqns").
+// Notes of one file, by line (toml++ visits a table's keys in name order).
+using LineNotes = std::vector<std::pair<uint32_t, std::string>>;
+
 void apply_torchtitan_key(TrainerConfig& config, const std::string& key, const toml::node& value,
                           const std::string& source_name, std::set<std::string>* set_keys,
-                          std::vector<std::string>* notes) {
+                          LineNotes& notes) {
   if (const toml::table* table = value.as_table()) {
     // [quantize.linear.float8] and friends: every key under it.
     for (const auto& [inner_key, inner_value] : *table) {
@@ -230,7 +233,7 @@ void apply_torchtitan_key(TrainerConfig& config, const std::string& key, const t
     case TorchtitanKey::Action::kRefuse:
       fail(where, ": ", shown, ": ", rule->message);
     case TorchtitanKey::Action::kNote:
-      if (notes != nullptr) notes->push_back(where + ": " + shown + ": " + rule->message);
+      notes.emplace_back(value.source().begin.line, where + ": " + shown + ": " + rule->message);
       return;
     case TorchtitanKey::Action::kRename:
       break;
@@ -253,7 +256,7 @@ void apply_torchtitan_key(TrainerConfig& config, const std::string& key, const t
     with_field(config, section, field, where, FieldReader{value, rule->titan_key, where});
   }
   if (set_keys != nullptr) set_keys->insert(rule->titan_key);
-  if (notes != nullptr) notes->push_back(where + ": " + shown + ": " + rule->message);
+  notes.emplace_back(value.source().begin.line, where + ": " + shown + ": " + rule->message);
 }
 
 }  // namespace
@@ -268,6 +271,7 @@ void apply_toml_text(TrainerConfig& config, const std::string& text, const std::
     fail("config file ", source_name, ", line ", e.source().begin.line, ", column ",
          e.source().begin.column, ": TOML syntax error: ", e.description());
   }
+  LineNotes file_notes;
   for (const auto& [section_key, section_node] : document) {
     const std::string section(section_key.str());
     const std::string where = location(source_name, section_node);
@@ -287,7 +291,7 @@ void apply_toml_text(TrainerConfig& config, const std::string& text, const std::
       const std::string key(field_key.str());
       const std::string field_where = location(source_name, value);
       if (!titan_section || !has_field(section, key)) {
-        apply_torchtitan_key(config, section + "." + key, value, source_name, set_keys, notes);
+        apply_torchtitan_key(config, section + "." + key, value, source_name, set_keys, file_notes);
         continue;
       }
       with_field(config, section, key, field_where,
@@ -295,6 +299,10 @@ void apply_toml_text(TrainerConfig& config, const std::string& text, const std::
       if (set_keys != nullptr) set_keys->insert(section + "." + key);
     }
   }
+  std::stable_sort(file_notes.begin(), file_notes.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  if (notes != nullptr)
+    for (auto& [line, note] : file_notes) notes->push_back(std::move(note));
 }
 
 void apply_toml_file(TrainerConfig& config, const std::string& path,

@@ -31,6 +31,26 @@ constexpr const char* kDataloader =
 
 const std::vector<Rule>& rules() {
   static const std::vector<Rule> table = {
+      // torchtitan 0.3.0's Trainer.Config: top-level paths, [dataloader] and [profiler]
+      {"hf_assets_path", "model.hf_assets_path", {}, "", ""},
+      {"dump_folder", "job.dump_folder", {}, "", ""},
+      {"dataloader.dataset", "training.dataset", {}, "", ""},
+      {"dataloader.dataset_path", "training.dataset_path", {}, "", ""},
+      {"dataloader.infinite",
+       "",
+       {"true"},
+       "titan's loader starts the data over when it ends",
+       "titan's loader always starts the data over when it ends (torchtitan's infinite = true)"},
+      {"dataloader.*", "", {}, kDataloader, ""},
+      {"profiler.enable_profiling", "profiling.enable_profiling", {}, "", ""},
+      {"profiler.save_traces_folder", "profiling.save_traces_folder", {}, "", ""},
+      {"profiler.profile_freq", "profiling.profile_freq", {}, "", ""},
+      {"profiler.enable_memory_snapshot",
+       "",
+       {"false"},
+       "memory snapshots stay off",
+       "titan has no CUDA memory snapshots (metrics.jsonl logs peak memory every step)"},
+      {"profiler.*", "", {}, "titan traces one whole step every profile_freq", ""},
       // [job]
       {"job.print_config", "debug.print_config", {}, "", ""},
       {"job.print_args", "debug.print_config", {}, "", ""},

@@ -156,6 +156,8 @@ int run_configs(const Args& args) {
   else
     std::cout << "# module " << resolved.module << ", config " << resolved.config_name << "\n";
   for (const std::string& note : resolved.notes) std::cout << "# note: " << note << "\n";
+  for (const std::string& warning : resolved.warnings)
+    std::cout << "# warning: " << warning << "\n";
   std::cout << config::to_toml(resolved.config, /*with_descriptions=*/true);
   std::cout << "\n# device mesh (set WORLD_SIZE for another world):\n";
   for (const std::string& line : mesh_lines(resolved.config.parallelism))

@@ -77,7 +77,7 @@ int run_train(const Args& args) {
   const config::ResolveOptions options = models::builtin_resolve_options();
   const config::ResolvedCommandLine resolved = config::resolve_command_line(args, options);
   const config::TrainerConfig& cfg = resolved.config;
-  config::check_input_paths(cfg);
+  config::check_input_paths(cfg, resolved.given_keys);
   const bool talk = distributed::launch_env_from_environment().rank == 0;
   const std::string toml = config::to_toml(cfg);
   if (cfg.debug.print_config) std::cout << toml << std::endl;
@@ -89,6 +89,7 @@ int run_train(const Args& args) {
             << ": " << cfg.job.description << std::endl;
   if (talk) {
     for (const std::string& note : resolved.notes) std::cout << "[titan] note: " << note << "\n";
+    for (const std::string& warning : resolved.warnings) train::print_warning(warning);
     std::cout << "[titan] " << config::describe_model_sources(cfg) << std::endl;
     for (const std::string& warning :
          train::config_warnings(cfg, train::resolve_precision(cfg.training)))

@@ -64,21 +64,6 @@ void reconcile_packing(TrainingConfig& t, const std::set<std::string>& given_key
   }
 }
 
-// tokenizer_config.json's eos_token (a string or {"content": ...}), as torchtitan's
-// HuggingFaceTokenizer reads it; "" when the file is not there or names none.
-std::string tokenizer_config_eos(const std::string& assets) {
-  const fs::path path = fs::path(assets) / "tokenizer_config.json";
-  std::ifstream in(path);
-  if (!in) return "";
-  const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (!j.is_object() || !j.contains("eos_token")) return "";
-  const nlohmann::json& eos = j["eos_token"];
-  if (eos.is_string()) return eos.get<std::string>();
-  if (eos.is_object() && eos.contains("content") && eos["content"].is_string())
-    return eos["content"].get<std::string>();
-  return "";
-}
-
 }  // namespace
 
 const std::vector<BuiltinDataset>& builtin_datasets() {
@@ -152,6 +137,19 @@ void apply_derived_defaults(TrainerConfig& c, const std::set<std::string>& given
   }
 }
 
+std::string tokenizer_config_eos(const std::string& assets) {
+  const fs::path path = fs::path(assets) / "tokenizer_config.json";
+  std::ifstream in(path);
+  if (!in) return "";
+  const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object() || !j.contains("eos_token")) return "";
+  const nlohmann::json& eos = j["eos_token"];
+  if (eos.is_string()) return eos.get<std::string>();
+  if (eos.is_object() && eos.contains("content") && eos["content"].is_string())
+    return eos["content"].get<std::string>();
+  return "";
+}
+
 std::string describe_model_sources(const TrainerConfig& c) {
   const ModelConfig& m = c.model;
   const bool from_initial_load =
@@ -171,7 +169,7 @@ std::string describe_model_sources(const TrainerConfig& c) {
   return line;
 }
 
-void check_input_paths(const TrainerConfig& c) {
+void check_input_paths(const TrainerConfig& c, const std::set<std::string>& given_keys) {
   std::error_code ec;
   const std::string& initial = c.checkpoint.initial_load_path;
   if (!initial.empty()) {
@@ -181,7 +179,33 @@ void check_input_paths(const TrainerConfig& c) {
     TITAN_CHECK(fs::is_directory(initial, ec), "checkpoint.initial_load_path = \"", initial,
                 "\": not a directory (expected a Hugging Face folder with config.json and "
                 "*.safetensors, or a training checkpoint step-N)");
+    // The folder is named for the model it holds; what it lacks is said of it, not of the
+    // config function's default model.hf_assets_path that would otherwise stand in.
+    const bool assets_given = given(given_keys, "model.hf_assets_path");
+    const bool checkpoint_folder = path_exists(fs::path(initial) / "manifest.json");
+    TITAN_CHECK(assets_given || checkpoint_folder || path_exists(fs::path(initial) / "config.json"),
+                "checkpoint.initial_load_path = \"", initial,
+                "\": no config.json there (a Hugging Face folder, as save_pretrained or the hub "
+                "leaves it, holds config.json, its *.safetensors and the tokenizer files; a "
+                "training checkpoint step-N holds manifest.json); or give --model.hf_assets_path "
+                "DIR, a folder with the model's config.json and tokenizer");
+    TITAN_CHECK(assets_given || !checkpoint_folder || c.model.flavor != "auto" ||
+                    path_exists(fs::path(c.model.hf_assets_path) / "config.json"),
+                "checkpoint.initial_load_path = \"", initial,
+                "\" is a training checkpoint, which holds no config.json or tokenizer files, and "
+                "model.flavor auto needs a config.json: give --model.hf_assets_path DIR, the "
+                "Hugging Face folder of the model it was trained from");
   }
+  // A single dataset path (not a list, not a glob) that is not there: named by its key.
+  const auto check_dataset = [&](const char* key, const std::string& path) {
+    if (path.empty() || path.find_first_of(",*?[:") != std::string::npos) return;
+    TITAN_CHECK(path_exists(path), key, " = \"", path, "\": no such file or folder",
+                fs::path(path).is_relative()
+                    ? " (relative to the current directory, " + fs::current_path(ec).string() + ")"
+                    : std::string());
+  };
+  check_dataset("training.dataset_path", c.training.dataset_path);
+  if (c.validator.enable) check_dataset("validator.dataset_path", c.validator.dataset_path);
   const std::string& assets = c.model.hf_assets_path;
   const bool from_initial_load = !initial.empty() && assets == initial;
   // Where a fine-tune's weights come from when no initial_load_path is given.

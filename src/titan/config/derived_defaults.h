@@ -44,6 +44,11 @@ void apply_derived_defaults(TrainerConfig& config, const std::set<std::string>& 
                             const std::string& install_root,
                             std::vector<std::string>* notes = nullptr);
 
+// tokenizer_config.json's eos_token in the tokenizer folder `assets` (a string or
+// {"content": ...}), as torchtitan's HuggingFaceTokenizer reads it; "" when the file is not
+// there or names none.
+std::string tokenizer_config_eos(const std::string& assets);
+
 // Where the tokenizer and the model's dimensions come from, as one line for the log, e.g.
 // "tokenizer from DIR (checkpoint.initial_load_path), model dimensions from DIR/config.json
 // (model.flavor auto)".
@@ -51,6 +56,8 @@ std::string describe_model_sources(const TrainerConfig& config);
 
 // The input folders a training run needs, checked before it starts: an error names the key
 // (checkpoint.initial_load_path, model.hf_assets_path), the value and what is expected there.
-void check_input_paths(const TrainerConfig& config);
+// `given_keys` as for apply_derived_defaults(): a folder of the user's that lacks config.json is
+// an error naming it, unless model.hf_assets_path was given.
+void check_input_paths(const TrainerConfig& config, const std::set<std::string>& given_keys = {});
 
 }  // namespace titan::config

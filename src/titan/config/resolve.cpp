@@ -171,6 +171,19 @@ ResolvedCommandLine resolve_command_line(const std::vector<std::string>& args,
     result.given_keys.insert(o.section + "." + o.key);
   }
   apply_derived_defaults(result.config, result.given_keys, options.install_root, &result.notes);
+  // LoRA settings that nothing turns on: a full fine-tune the user did not ask for.
+  const auto& converters = result.config.model.converters;
+  if (std::find(converters.begin(), converters.end(), "lora") == converters.end()) {
+    std::vector<std::string> lora_keys;
+    for (const std::string& key : result.given_keys)
+      if (key.rfind("lora.", 0) == 0) lora_keys.push_back(key);
+    if (!lora_keys.empty()) {
+      result.warnings.push_back(join(lora_keys) + (lora_keys.size() == 1 ? " is" : " are") +
+                                " set but model.converters does not name lora: this run trains "
+                                "every weight (a full fine-tune); add --model.converters lora "
+                                "for LoRA");
+    }
+  }
   if (options.validate) validate_config(result.config, options.model_names);
   return result;
 }

@@ -48,6 +48,8 @@ struct ResolvedCommandLine {
   // it renames or that ask nothing of it (torchtitan_keys.h), torchtitan's dataset names, the
   // eos token of packing torchtitan. Each names where the setting came from.
   std::vector<std::string> notes;
+  // Settings that would change the run without a word: lora.* given without the lora converter.
+  std::vector<std::string> warnings;
 };
 
 ResolvedCommandLine resolve_command_line(const std::vector<std::string>& args,

@@ -51,6 +51,13 @@ const std::vector<Rule>& rules() {
        "memory snapshots stay off",
        "titan has no CUDA memory snapshots (metrics.jsonl logs peak memory every step)"},
       {"profiler.*", "", {}, "titan traces one whole step every profile_freq", ""},
+      // A PEFT habit: LoRA switched on in its own section.
+      {"lora.enable",
+       "",
+       {"false"},
+       "LoRA is on when model.converters names lora, not here",
+       "titan turns LoRA on as torchtitan does, with its model converters: give "
+       "--model.converters lora (lora.* then sets rank, alpha, targets, ...)"},
       // [job]
       {"job.print_config", "debug.print_config", {}, "", ""},
       {"job.print_args", "debug.print_config", {}, "", ""},

@@ -185,7 +185,19 @@ void DataLoader::load_state(const nlohmann::json& s) {
               "dataloader to read the data from its start");
   // Batches prepared ahead belong to the old position: stop the thread before seeking.
   prefetcher_.reset();
-  stream_.seek({get("epoch"), get("document"), get("offset")});
+  try {
+    stream_.seek({get("epoch"), get("document"), get("offset")});
+  } catch (const DataReadError&) {
+    throw;
+  } catch (const Error& e) {
+    // The likely cause, when the run reads another dataset now: say which.
+    const std::string saved = s.contains("dataset_path") && s["dataset_path"].is_string()
+                                  ? s["dataset_path"].get<std::string>()
+                                  : std::string();
+    if (saved.empty() || saved == dataset_path_) throw;
+    fail("the checkpoint's data position was saved reading ", saved, ", not ", dataset_path_, ": ",
+         e.what());
+  }
   next_ = stream_.position();
 }
 

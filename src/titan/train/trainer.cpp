@@ -123,6 +123,9 @@ class Trainer {
           validation_loss) {
         progress_->clear();
         log_step(step, result, seconds, validation_loss);
+        // torchtitan's order: the step line, then its validation.
+        if (validation_loss && dist_.rank() == 0)
+          std::cout << format_validation_line(step, *validation_loss) << std::endl;
       } else {
         progress_->update(step, cfg_.training.steps, seconds);
       }
@@ -162,6 +165,7 @@ class Trainer {
     double max_loss = 0;  // the largest data-parallel rank's mean token loss
     double grad_norm = 0;
     double lr = 0;
+    int64_t trained_tokens = 0;  // the step's label tokens over all ranks
   };
 
   // Whether a stop was requested on any rank (one tiny all-reduce per step when distributed).
@@ -182,8 +186,6 @@ class Trainer {
                                            static_cast<double>(b.tokens)};
         },
         [this](double v) { return sum_over("loss", v); });
-    progress_->clear();
-    if (dist_.rank() == 0) std::cout << format_validation_line(step, loss) << std::endl;
     return loss;
   }
 
@@ -434,6 +436,7 @@ class Trainer {
     TITAN_CHECK(values[1] > 0, "step ", step, " has no valid label tokens");
     StepResult result;
     result.loss = values[0];
+    result.trained_tokens = static_cast<int64_t>(values[1]);
     result.max_loss = values[4];
     result.lr = scheduler_->lr_at(step - 1);
     const char* nonfinite = nullptr;  // what was not finite, if anything, and its value
@@ -540,6 +543,7 @@ class Trainer {
     data_wait_logged_ = loader_->wait_seconds();
     m.documents_read = loader_->documents_read();
     m.validation_loss = validation_loss;
+    if (cfg_.training.sft) m.trained_tokens = r.trained_tokens;
     m.max_loss = r.max_loss;
     m.window_steps = step - last_logged_step_;
     m.window_seconds = std::chrono::duration<double>(Clock::now() - last_log_time_).count();

@@ -253,6 +253,44 @@ def test_eval_takes_chat_data_and_advises_its_own_flags(tmp_path, hf_qwen3):
     assert math.isclose(out["loss"], expected, rel_tol=1e-5), (out, expected)
 
 
+# 9. SFT + LoRA on the Transformers backend, with document masking.
+
+def packed_documents_loss(model, rows):
+    """Transformers' mean loss over the trained labels of packed rows, each document piece of a
+    row (positions restarting at 0) run alone: what block-causal attention must give."""
+    total, count = 0.0, 0
+    with torch.no_grad():
+        for row in rows:
+            starts = [i for i, p in enumerate(row["positions"]) if p == 0]
+            for begin, end in zip(starts, starts[1:] + [len(row["input"])]):
+                logits = model(torch.tensor([row["input"][begin:end]])).logits[0]
+                labels = torch.tensor(row["labels"][begin:end])
+                total += F.cross_entropy(logits, labels, ignore_index=-100,
+                                         reduction="sum").item()
+                count += int((labels != -100).sum())
+    return total / count
+
+
+def test_sft_lora_on_the_transformers_backend_masks_the_documents(tmp_path, hf_qwen3):
+    from transformers import AutoModelForCausalLM
+    data = write_jsonl(tmp_path / "chats.jsonl", [CHATS[0], CHATS[3]] * 4)
+    flags = ["--module", "transformers_modeling_backend", "--config",
+             "transformers_modeling_backend_debugmodel", "--model.flavor", "auto",
+             "--model.hf_assets_path", hf_qwen3, "--training.sft", "--training.document_masking",
+             "--training.dataset_path", data, "--training.seq_len", "64",
+             "--training.local_batch_size", "2"]
+    proc = run_titan("train", *flags, "--checkpoint.initial_load_in_hf", "--model.converters",
+                     "lora", "--training.steps", "1", "--job.dump_folder", tmp_path / "job")
+    assert "attend to each other" not in proc.stderr
+    rows = [json.loads(l) for l in run_titan("check-data", *flags, "--rows", "2").stdout.splitlines()]
+    assert any(row["positions"].count(0) > 1 for row in rows)  # several documents in a row
+    model = AutoModelForCausalLM.from_pretrained(hf_qwen3, dtype=torch.float32,
+                                                 attn_implementation="eager").eval()
+    expected = packed_documents_loss(model, rows)  # LoRA's B starts at 0: the base's loss
+    loss = read_metrics(tmp_path / "job")[0]["loss"]
+    assert math.isclose(loss, expected, rel_tol=1e-5), (loss, expected)
+
+
 # 14. Smaller items.
 
 def test_a_missing_dataset_file_names_its_key(tmp_path):

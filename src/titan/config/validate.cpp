@@ -144,10 +144,6 @@ void validate_config(const TrainerConfig& c, const std::vector<std::string>& mod
               "training.document_masking = ", t.document_masking ? "true" : "false",
               " does not fit training.packing = \"", t.packing,
               "\" (hf_flattening and torchtitan are block-causal, megatron is not)");
-  TITAN_CHECK(!t.document_masking || c.model.name != "transformers",
-              "training.document_masking needs block-causal attention, which the Transformers "
-              "backend (model.name = \"transformers\") does not run yet; use model.name = "
-              "\"qwen3\"");
   check_range(t.max_norm > 0, "training.max_norm", t.max_norm, "> 0");
   check_one_of("training.dtype", t.dtype, {"float32", "bfloat16"});
   check_one_of("training.mixed_precision_param", t.mixed_precision_param,

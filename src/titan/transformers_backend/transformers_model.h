@@ -51,6 +51,10 @@ class TransformersModel : public models::Model, public models::LoraHost {
   ~TransformersModel() override;
 
   models::ModelOutput forward(const at::Tensor& input_ids) override;
+  // Packed documents (document masking): the rows' positions go to Transformers as position_ids,
+  // from which it builds the block-causal mask and restarts the rotary positions per document.
+  models::ModelOutput forward_packed(const at::Tensor& input_ids,
+                                     const models::PackedDocuments& documents) override;
   at::Tensor output_weight() override;
   NamedTensors named_parameters() override;
   nlohmann::json hf_config(const std::string& dtype) const override;
@@ -89,6 +93,8 @@ class TransformersModel : public models::Model, public models::LoraHost {
     at::Tensor tensor;
   };
   void patch(HfUnit& unit, pybind11::object module);
+  // The decoder forward, with positions when defined.
+  models::ModelOutput run(const at::Tensor& input_ids, const at::Tensor& positions);
 
   at::ScalarType compute_dtype_;
   std::vector<Slot> slots_;

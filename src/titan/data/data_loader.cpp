@@ -110,7 +110,7 @@ DataLoader::Prepared DataLoader::prepare() {
     }
   }
   // And those after it.
-  skip_rows(options_.row_ranks - 1 - options_.row_rank);
+  skip_rows((options_.row_ranks - 1 - options_.row_rank) * B);
   out.after = stream_.position();
   {
     std::lock_guard<std::mutex> lock(read_count_mutex_);

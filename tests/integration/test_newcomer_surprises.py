@@ -291,6 +291,34 @@ def test_sft_lora_on_the_transformers_backend_masks_the_documents(tmp_path, hf_q
     assert math.isclose(loss, expected, rel_tol=1e-5), (loss, expected)
 
 
+# 13. QLoRA's two exports are two models; 14. the adapter names the hub id of its base.
+
+def test_qlora_exports_say_they_are_two_models(tmp_path, hf_qwen3):
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+    job = tmp_path / "job"
+    proc = run_titan("train", "--module", "qwen3", "--config", "qwen3_debugmodel_qlora", *SMALL,
+                     "--checkpoint.initial_load_path", hf_qwen3, "--model.flavor", "auto",
+                     "--job.dump_folder", job)
+    assert ("QLoRA's two exports are two models: " in proc.stdout and
+            "is the adapters merged into the NF4 base (dequantised)" in proc.stdout), proc.stdout
+    ids = torch.tensor([[9707, 11, 1879, 0, 576, 374, 264, 1273]])
+    with torch.no_grad():
+        merged = AutoModelForCausalLM.from_pretrained(job / "hf" / "step-1").float()(ids).logits
+        base = AutoModelForCausalLM.from_pretrained(hf_qwen3, dtype=torch.float32)
+        adapted = PeftModel.from_pretrained(base, job / "hf" / "step-1-adapter")(ids).logits
+    assert (merged - adapted).abs().max().item() > 1e-3  # as said: not the same model
+
+
+def test_the_adapter_names_the_hub_id_of_its_base(tmp_path, hf_qwen3):
+    job = tmp_path / "job"
+    run_titan("train", "--module", "qwen3", "--config", "qwen3_debugmodel_lora", *SMALL,
+              "--checkpoint.initial_load_path", hf_qwen3, "--model.flavor", "auto",
+              "--model.hf_model", "Qwen/Qwen3-0.6B", "--job.dump_folder", job)
+    config = json.loads((job / "hf" / "step-1-adapter" / "adapter_config.json").read_text())
+    assert config["base_model_name_or_path"] == "Qwen/Qwen3-0.6B"
+
+
 # 14. Smaller items.
 
 def test_a_missing_dataset_file_names_its_key(tmp_path):

@@ -319,6 +319,48 @@ def test_the_adapter_names_the_hub_id_of_its_base(tmp_path, hf_qwen3):
     assert config["base_model_name_or_path"] == "Qwen/Qwen3-0.6B"
 
 
+def greedy(model, ids, count):
+    """`count` tokens of greedy decoding, the whole sequence run each time (no cache)."""
+    out = []
+    with torch.no_grad():
+        for _ in range(count):
+            out.append(int(model(torch.tensor([ids + out])).logits[0, -1].argmax()))
+    return out
+
+
+def test_generate_runs_a_peft_adapter_and_a_chat(tmp_path, hf_qwen3, tokenizer_dir):
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    job = tmp_path / "job"
+    run_titan("train", "--module", "qwen3", "--config", "qwen3_debugmodel_lora", *SMALL,
+              "--training.steps", "3", "--checkpoint.initial_load_path", hf_qwen3,
+              "--model.flavor", "auto", "--job.dump_folder", job)
+    adapter = job / "hf" / "step-3-adapter"
+    model = PeftModel.from_pretrained(
+        AutoModelForCausalLM.from_pretrained(hf_qwen3, dtype=torch.float32), adapter).eval()
+    auto = AutoTokenizer.from_pretrained(str(tokenizer_dir))
+    common = ["--temperature", "0", "--max-new-tokens", "6", "--ignore-eos", "--print-ids"]
+    # The adapter's own base (adapter_config.json names the folder it trained on).
+    out = run_titan("generate", "--model", adapter, "--prompt", "def add(a, b):", *common)
+    ids = json.loads(out.stdout.splitlines()[-1])
+    assert ids == greedy(model, auto.encode("def add(a, b):"), 6), out.stdout
+    # --chat: the user's message in the chat template, as apply_chat_template renders it.
+    out = run_titan("generate", "--model", adapter, "--base", hf_qwen3, "--prompt",
+                    "What is 2 + 2?", "--chat", *common)
+    prompt = auto.apply_chat_template([{"role": "user", "content": "What is 2 + 2?"}],
+                                      add_generation_prompt=True, tokenize=False)
+    assert json.loads(out.stdout.splitlines()[-1]) == greedy(model, auto.encode(prompt), 6)
+    assert "<|im_start|>" not in out.stdout  # the reply only
+    # An adapter whose base is a hub id not downloaded here says how to get it.
+    hub = tmp_path / "hub-adapter"
+    shutil.copytree(adapter, hub)
+    config = json.loads((hub / "adapter_config.json").read_text())
+    config["base_model_name_or_path"] = "Qwen/Qwen3-0.6B"
+    (hub / "adapter_config.json").write_text(json.dumps(config))
+    line = one_error_line(run_titan("generate", "--model", hub, "--prompt", "x", check=False))
+    assert "build/bin/hf download Qwen/Qwen3-0.6B --local-dir DIR) and give --base DIR" in line
+
+
 # 14. Smaller items.
 
 def test_a_missing_dataset_file_names_its_key(tmp_path):

@@ -383,3 +383,45 @@ def test_the_validation_line_follows_its_step_line_and_metrics_have_elapsed_seco
         assert lines[at + 1].startswith(f"validate step: {step} "), lines[at:at + 2]
     metrics = read_metrics(tmp_path / "job")
     assert 0 < metrics[0]["elapsed_s"] <= metrics[1]["elapsed_s"]
+
+
+def test_configs_print_refuses_a_mesh_it_cannot_lay_out():
+    proc = run_titan("configs", "--module", "qwen3", "--config", "qwen3_debugmodel",
+                     "--parallelism.tensor_parallel_degree", "3", "--print", check=False,
+                     env={"WORLD_SIZE": "4"})
+    assert proc.returncode == 2 and proc.stdout == "", proc.stdout[-500:]
+    line = one_error_line(proc)
+    assert "does not lay out a world of 4 ranks (WORLD_SIZE)" in line, line
+
+
+def test_help_groups_every_config_function():
+    text = run_titan("--help").stdout
+    groups = text.split("config functions (titan train")[1]
+    assert "    debug models (2 CPU cores): qwen3_debugmodel, qwen3_debugmodel_moe\n" in groups
+    listed = run_titan("configs").stdout
+    names = [l.split()[0] for l in listed.splitlines() if l.startswith("  ")]
+    shown = groups.replace(",", " ").split()
+    for name in names:
+        assert shown.count(name) == 1, name
+
+
+def test_debug_hooks_leave_the_default_print():
+    printed = run_titan("configs", "--module", "qwen3", "--config", "qwen3_debugmodel",
+                        "--print").stdout
+    debug = tomllib.loads(printed)["debug"]
+    assert debug == {"print_config": False}, debug
+    changed = run_titan("configs", "--module", "qwen3", "--config", "qwen3_debugmodel",
+                        "--debug.step_delay_ms", "5", "--print").stdout
+    assert tomllib.loads(changed)["debug"]["step_delay_ms"] == 5
+
+
+def test_the_override_imports_comment_names_the_ops_that_default_to_fused():
+    printed = run_titan("configs", "--module", "qwen3", "--config", "qwen3_debugmodel_qlora",
+                        "--print").stdout
+    lines = printed.splitlines()
+    comment = lines[lines.index("imports = []") - 1]
+    table = printed.split("# kernel overrides, resolved for this model")[1]
+    fused = [l.split(":")[0].strip("# ") for l in table.splitlines() if l.endswith("-> fused")]
+    assert sorted(fused) == ["cross_entropy", "nf4_linear"], table
+    for op in fused:
+        assert op in comment and "fused" in comment, comment

@@ -171,8 +171,10 @@ LoadedModel load_model(const std::string& path, const models::BuildOptions& opti
   TITAN_CHECK(fs::exists(p), path, ": no such file or directory");
   if (fs::exists(p / "adapter_config.json") && !fs::exists(p / "config.json"))
     return load_peft_adapter(path, options, spec_name, adapter_base);
-  TITAN_CHECK(adapter_base.empty(), "--base ", adapter_base, " applies only to a PEFT adapter "
-              "folder (adapter_config.json), and ", path, " is not one");
+  TITAN_CHECK(adapter_base.empty(), "--base ", adapter_base,
+              " applies only to a PEFT adapter "
+              "folder (adapter_config.json), and ",
+              path, " is not one");
   if (fs::exists(p / "manifest.json")) return load_checkpoint(p, options);
   if (fs::exists(p / "config.json")) return load_hf(path, options, spec_name);
   // A checkpoint folder: take its newest complete step.

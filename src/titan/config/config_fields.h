@@ -36,7 +36,9 @@ void set_field_from_string(TrainerConfig& config, const std::string& section,
 
 // The whole tree as TOML: "[section]" then "key = value" lines, in visit order; with
 // `with_descriptions`, each field's one-line description from visit() as a "# ..." comment line
-// above it. Loading the text back as a config file reproduces `config` exactly.
+// above it, and the test and benchmark hooks (descriptions starting "test hook" or "benchmark
+// hook") left out while at their defaults. Loading the text back as a config file reproduces
+// `config` exactly.
 std::string to_toml(const TrainerConfig& config, bool with_descriptions = false);
 
 // The description visit() gives section.key ("" when there is none or no such field).

@@ -347,8 +347,9 @@ struct OverrideConfig {
   template <class V>
   void visit(V& v) {
     v("imports", imports,
-      "kernel overrides, OP=IMPL or OP=IMPL@GLOB entries; call sites no entry claims use reference "
-      "(docs/kernels.md)");
+      "kernel overrides, OP=IMPL or OP=IMPL@GLOB entries; call sites no entry claims use the op's "
+      "default: reference, but fused for cross_entropy on the CPU and for nf4_linear (QLoRA) "
+      "everywhere (the table at the end of titan configs --print; docs/kernels.md)");
     v("libraries", libraries,
       "shared libraries of kernels loaded at start-up (they register implementations)");
     v("fallback", fallback,

@@ -199,6 +199,7 @@ def test_sft_records_that_train_nothing_are_counted(tmp_path):
            "render: they are left out (the first: " in said, said
     assert "2 of 8 records read have messages of role 'human'" in said
     assert "4 of 8 records read have no assistant turn: nothing of them is trained" in said
+    assert "2 of 8 records read render as no text" in said  # roles the template skips, only
     # titan check-data says the same before a run.
     check = run_titan("check-data", "--module", "qwen3", "--config", "qwen3_debugmodel_sft",
                       "--training.dataset_path", data)

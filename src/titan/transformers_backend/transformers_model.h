@@ -28,7 +28,12 @@ PyRef hold(pybind11::object object);
 
 class TransformersModel;
 
-class HfUnit : public models::Module {
+// Both classes hold pybind11 objects, which pybind11 declares with hidden visibility: they are
+// hidden too (they never leave this library; titan reaches it through its C entry points), so
+// that GCC does not warn that a visible class holds hidden fields (-Wattributes).
+#define TITAN_PYBIND_HIDDEN __attribute__((visibility("hidden")))
+
+class TITAN_PYBIND_HIDDEN HfUnit : public models::Module {
  public:
   HfUnit(std::string path, TransformersModel& owner, std::vector<size_t> slots);
   void visit_parameters(const models::ParameterVisitor& visit) override;
@@ -44,7 +49,7 @@ class HfUnit : public models::Module {
   std::vector<size_t> slots_;
 };
 
-class TransformersModel : public models::Model, public models::LoraHost {
+class TITAN_PYBIND_HIDDEN TransformersModel : public models::Model, public models::LoraHost {
  public:
   // `model` is the built AutoModelForCausalLM; the GIL must be held.
   TransformersModel(pybind11::object model, pybind11::object helper, at::ScalarType compute_dtype);

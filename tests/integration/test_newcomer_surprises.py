@@ -426,3 +426,19 @@ def test_the_override_imports_comment_names_the_ops_that_default_to_fused():
     assert sorted(fused) == ["cross_entropy", "nf4_linear"], table
     for op in fused:
         assert op in comment and "fused" in comment, comment
+
+
+def test_check_data_finds_bad_lines_before_a_run(tmp_path):
+    data = corpus_lines(tmp_path / "data.jsonl", 30)
+    lines = data.read_text(encoding="utf-8").splitlines()
+    lines[11] = '{"text": "cut off'
+    lines[20] = '{"body": "no text field"}'
+    data.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    proc = run_titan("check-data", "--module", "qwen3", "--config", "qwen3_debugmodel",
+                     "--training.dataset_path", data, check=False)
+    line = one_error_line(proc)
+    assert f"2 documents cannot be read (training would stop there); the first: dataset file " \
+           f"{data}:12: invalid JSON" in line, line
+    assert f"{data}:21: expected an object with a string field \"text\" " \
+           "(training.dataset_text_field)" in proc.stdout
+    assert "30 documents" in proc.stdout

@@ -198,7 +198,7 @@ std::string command_line_text(const toml::node& node) {
   if (const toml::array* array = node.as_array()) {
     std::string joined;
     for (size_t i = 0; i < array->size(); ++i)
-      joined += (i ? "," : "") + command_line_text((*array)[i]);
+      joined.append(i ? "," : "").append(command_line_text((*array)[i]));
     return joined;
   }
   return describe(node);

@@ -365,7 +365,8 @@ std::optional<TorchtitanKey> torchtitan_key(const std::string& key, const std::s
       // torchtitan's two betas are titan's one list.
       if (key == "optimizer.beta1") out.index = 0;
       if (key == "optimizer.beta2") out.index = 1;
-      if (out.index >= 0) out.message += "[" + std::to_string(out.index) + "]";
+      // Appended piece by piece: GCC 12 warns falsely (-Wstringop-overflow) on "[" + string.
+      if (out.index >= 0) out.message.append("[").append(std::to_string(out.index)).append("]");
       return out;
     }
     const bool inert = rule.inert.empty() || std::any_of(rule.inert.begin(), rule.inert.end(),

@@ -1,6 +1,6 @@
 # titan-cpp: `make train` and `make test` are the two commands of README.md. After any build,
-# build/bin/titan is the program, build/python the project's Python and build/bin/torchrun its
-# torchrun.
+# build/bin/titan is the program, build/python the project's Python, build/bin/torchrun its
+# torchrun (scripts/torchrun.py) and build/bin/hf its Hugging Face CLI.
 # TITAN_PYTHON=python3 builds against that interpreter's torch and skips set-up
 # (the GPU machine has no package registries); TITAN_CUDA=ON builds the CUDA pieces.
 SHELL := bash
@@ -41,7 +41,8 @@ build: $(SETUP)
 	  -DTITAN_CUDA=$(TITAN_CUDA) -DTITAN_DEPS_PREFIX=$(TITAN_DEPS_PREFIX) > $(BUILD_DIR)/configure.log 2>&1 || { cat $(BUILD_DIR)/configure.log; exit 1; }
 	@cmake --build $(BUILD_DIR) -j $(JOBS)
 	@printf '#!/bin/sh\nexec "%s" "$$@"\n' "$(PYTHON)" > $(BUILD_DIR)/python && chmod +x $(BUILD_DIR)/python
-	@printf '#!/bin/sh\n# torchrun of the Python titan is built with (README.md)\nexec "%s" -m torch.distributed.run "$$@"\n' "$(PYTHON)" > $(BUILD_DIR)/bin/torchrun && chmod +x $(BUILD_DIR)/bin/torchrun
+	@printf '#!/bin/sh\n# torchrun of the Python titan is built with, passing Ctrl-C and SIGTERM to the workers\n# and showing rank 0'"'"'s progress line (scripts/torchrun.py)\nexec "%s" "%s/scripts/torchrun.py" "$$@"\n' "$(PYTHON)" "$(CURDIR)" > $(BUILD_DIR)/bin/torchrun && chmod +x $(BUILD_DIR)/bin/torchrun
+	@printf '#!/bin/sh\n# the Hugging Face CLI of the Python titan is built with (README.md: hf download)\nexec "%s" -m huggingface_hub.cli.hf "$$@"\n' "$(PYTHON)" > $(BUILD_DIR)/bin/hf && chmod +x $(BUILD_DIR)/bin/hf
 
 # The H200's architecture by default: torch otherwise asks the GPU, and there may be none (the
 # CUDA sources also compile on a CPU-only machine with nvcc and a CUDA build of torch).

@@ -21,6 +21,7 @@ int run_encode(const Args& args);
 int run_render_chat(const Args& args);
 int run_decode(const Args& args);
 int run_plot(const Args& args);
+int run_check_data(const Args& args);
 int run_version(const Args& args);  // titan --version
 
 }  // namespace titan::cli

@@ -8,6 +8,7 @@
 
 #include "titan/cli/commands.h"
 #include "titan/common/error.h"
+#include "titan/common/strings.h"
 #include "titan/config/config_fields.h"
 #include "titan/config/field_values.h"
 #include "titan/config/resolve.h"
@@ -34,7 +35,8 @@ const char kUsage[] =
     "comment that describes it. The output is a valid --config-file (or --job.config_file).\n"
     "Then the device mesh the parallelism section gives (as comments), for a world of\n"
     "WORLD_SIZE ranks (default: the product of the degrees, data_parallel_shard_degree -1\n"
-    "counting as 1): every degree, and the ranks of each group of rank 0.\n"
+    "counting as 1): every degree, and the ranks of each group of rank 0; degrees that do not\n"
+    "lay out that world are an error (exit 2).\n"
     "It ends with the kernel override table (as comments): which implementation\n"
     "of each overridable op every module path of the model uses, after override.imports and\n"
     "override.libraries.\n";
@@ -101,8 +103,9 @@ std::vector<std::string> override_table(const config::TrainerConfig& cfg) {
   return lines;
 }
 
-// The mesh the parallelism section lays out over `world` ranks, as comment lines; its error
-// when the degrees do not fit that world.
+// The mesh the parallelism section lays out over `world` ranks, as comment lines. Throws
+// titan::Error (naming the world) when the degrees do not fit that world: such a config cannot
+// train there.
 std::vector<std::string> mesh_lines(const config::ParallelismConfig& p) {
   int64_t world = p.data_parallel_replicate_degree *
                   std::max<int64_t>(1, p.data_parallel_shard_degree) * p.context_parallel_degree *
@@ -128,7 +131,8 @@ std::vector<std::string> mesh_lines(const config::ParallelismConfig& p) {
       lines.push_back("  " + group + " of rank 0: ranks " + ranks);
     }
   } catch (const Error& e) {
-    lines.push_back(std::string("world ") + std::to_string(world) + ": " + e.what());
+    fail("the parallelism section does not lay out a world of ", world, " ranks",
+         std::getenv("WORLD_SIZE") ? " (WORLD_SIZE)" : "", ": ", e.what());
   }
   return lines;
 }
@@ -148,13 +152,20 @@ int run_configs(const Args& args) {
   config::ResolveOptions options = models::builtin_resolve_options();
   options.extra_flags = {"--print"};
   const auto resolved = config::resolve_command_line(args, options);
-  // Resolved before anything is printed: a bad override prints nothing but the error.
+  // Resolved before anything is printed: a bad override or an impossible mesh prints nothing
+  // but the error.
   const std::vector<std::string> table = override_table(resolved.config);
-  std::cout << "# module " << resolved.module << ", config " << resolved.config_name << "\n"
-            << config::to_toml(resolved.config, /*with_descriptions=*/true);
+  const std::vector<std::string> mesh = mesh_lines(resolved.config.parallelism);
+  if (resolved.module.empty())
+    std::cout << "# config file " << join(resolved.config_files) << "\n";
+  else
+    std::cout << "# module " << resolved.module << ", config " << resolved.config_name << "\n";
+  for (const std::string& note : resolved.notes) std::cout << "# note: " << note << "\n";
+  for (const std::string& warning : resolved.warnings)
+    std::cout << "# warning: " << warning << "\n";
+  std::cout << config::to_toml(resolved.config, /*with_descriptions=*/true);
   std::cout << "\n# device mesh (set WORLD_SIZE for another world):\n";
-  for (const std::string& line : mesh_lines(resolved.config.parallelism))
-    std::cout << "#   " << line << "\n";
+  for (const std::string& line : mesh) std::cout << "#   " << line << "\n";
   std::cout << "\n# kernel overrides, resolved for this model (op: module paths -> "
                "implementation):\n";
   for (const std::string& line : table) std::cout << "#   " << line << "\n";

@@ -1,13 +1,17 @@
 // titan eval --model HF_DIR_OR_CHECKPOINT --data FILE [--seq-len N --steps K]
 #include <ATen/core/grad_mode.h>
 
+#include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
 #include "titan/cli/commands.h"
 #include "titan/cli/model_source.h"
 #include "titan/common/error.h"
+#include "titan/config/derived_defaults.h"
+#include "titan/data/chat_template.h"
 #include "titan/data/data_loader.h"
+#include "titan/data/setting_names.h"
 #include "titan/data/token_documents.h"
 #include "titan/data/tokenizer/tokenizer.h"
 #include "titan/train/batch_loss.h"
@@ -22,29 +26,36 @@ namespace {
 constexpr const char* kHelp =
     R"(usage: titan eval --model HF_DIR_OR_CHECKPOINT --data FILE [--seq-len 512] [--steps 8]
                   [--batch-size 1] [--tokenizer DIR] [--eos-token "<|endoftext|>"] [--device auto|cpu|cuda]
-                  [--text-field text] [--document-masking]
+                  [--text-field text] [--packing megatron|hf_flattening|torchtitan]
+                  [--document-masking] [--sft]
 
 Mean token loss of a model on a dataset (.jsonl with a "text" field, or .txt), packed exactly
 as training packs it (documents joined by the eos token, windows of seq-len + 1 tokens, labels
 shifted by one), over `steps` batches. Prints {"loss": mean token loss, "tokens": count}. Data
 shorter than steps x batch-size x (seq-len + 1) tokens is evaluated once, to its end (a warning
 gives the count), never repeated.
---document-masking packs as training.document_masking does: block-causal attention, positions
-restarting at each document, the label that crosses into the next document ignored.
+--packing packs as training.packing does (docs/from_torchtitan.md): megatron (the default, the
+windows above), hf_flattening (the same windows, block-causal attention, positions restarting at
+each document, the label that crosses into the next document ignored; --document-masking is the
+same) or torchtitan (inputs and labels shifted within each document, block-causal).
+--sft reads chat records ({"messages": [...]} or ShareGPT's "conversations") as training.sft
+does: rendered with the tokenizer's chat template, only the assistant turns evaluated.
 )";
 
-// The tokens (each document's ids and its eos) of one pass over `path`, counted up to `limit`.
-int64_t tokens_up_to(const std::string& path, const std::shared_ptr<const data::Tokenizer>& tok,
-                     const data::LoaderOptions& o, int64_t limit) {
+// What one pass over `path` gives the rows, counted up to `limit`: its tokens (each document's
+// ids and its eos), or its (input, label) pairs when packing shifts within documents.
+int64_t units_up_to(const std::string& path, const std::shared_ptr<const data::Tokenizer>& tok,
+                    const data::LoaderOptions& o, int64_t limit) {
   const std::unique_ptr<data::TokenDocuments> documents =
-      data::open_token_documents(path, tok, o.eos_id, o.text_field);
-  int64_t tokens = 0;
+      data::open_token_documents(path, tok, o.eos_id, o.text_field, o.chat_template);
+  int64_t units = 0;
   std::vector<int32_t> ids;
-  for (int64_t i = 0; i < documents->size() && tokens < limit; ++i) {
-    documents->read(i, ids);
-    tokens += static_cast<int64_t>(ids.size());
+  std::vector<uint8_t> trainable;
+  for (int64_t i = 0; i < documents->size() && units < limit; ++i) {
+    documents->read_masked(i, ids, trainable);
+    units += static_cast<int64_t>(ids.size()) - (o.shift_within_documents ? 1 : 0);
   }
-  return std::min(tokens, limit);
+  return std::min(units, limit);
 }
 
 }  // namespace
@@ -56,8 +67,17 @@ int run_eval(const Args& args) {
   }
   const FlagParser flags(args, "eval",
                          {"--model", "--data", "--seq-len", "--steps", "--batch-size",
-                          "--tokenizer", "--eos-token", "--device", "--text-field"},
-                         {"--document-masking"});
+                          "--tokenizer", "--eos-token", "--device", "--text-field", "--packing"},
+                         {"--document-masking", "--sft"});
+  // Data errors advise eval's flags, not training's config keys.
+  data::set_setting_names({"--text-field", "--sft"});
+  const std::string packing =
+      flags.get("--packing", flags.has("--document-masking") ? "hf_flattening" : "megatron");
+  TITAN_CHECK(packing == "megatron" || packing == "hf_flattening" || packing == "torchtitan",
+              "titan eval: --packing \"", packing,
+              "\": accepted values are megatron, hf_flattening, torchtitan");
+  TITAN_CHECK(!flags.has("--document-masking") || packing != "megatron",
+              "titan eval: --document-masking contradicts --packing megatron");
   const int64_t seq_len = flags.get_int("--seq-len", 512);
   const int64_t steps = flags.get_int("--steps", 8);
   const int64_t batch_size = flags.get_int("--batch-size", 1);
@@ -74,22 +94,36 @@ int run_eval(const Args& args) {
   data::LoaderOptions loader_options;
   loader_options.local_batch_size = batch_size;
   loader_options.seq_len = seq_len;
-  loader_options.eos_id = tokenizer->token_to_id(flags.get("--eos-token", "<|endoftext|>"));
+  // torchtitan's packing separates documents with the tokenizer's own eos, as training does.
+  const std::string tokenizer_eos = config::tokenizer_config_eos(tokenizer_dir);
+  loader_options.eos_id = tokenizer->token_to_id(flags.get(
+      "--eos-token",
+      packing == "torchtitan" && !tokenizer_eos.empty() ? tokenizer_eos : "<|endoftext|>"));
   loader_options.text_field = flags.get("--text-field", "text");
-  loader_options.document_masking = flags.has("--document-masking");
+  loader_options.document_masking = packing != "megatron";
+  loader_options.shift_within_documents = packing == "torchtitan";
+  if (flags.has("--sft")) loader_options.chat_template = data::load_chat_template(tokenizer_dir);
   const std::string data_path = flags.require("--data");
+  std::error_code ec;
+  TITAN_CHECK(std::filesystem::exists(data_path, ec) ||
+                  data_path.find_first_of("*?[,") != std::string::npos,
+              "titan eval: --data ", data_path, ": no such file or folder");
   if (auto w = train::seq_len_warning(seq_len, loaded.model->hf_config("float32"), "--seq-len"))
     train::print_warning(*w);
-  // Tokens of one pass over the data, up to what the steps take: the loader would start over.
-  const int64_t window = seq_len + 1;
+  // Tokens (or pairs) of one pass over the data, up to what the steps take: the loader would
+  // start over.
+  const bool pairs = loader_options.shift_within_documents;
+  const int64_t window = pairs ? seq_len : seq_len + 1;
   const int64_t wanted = steps * batch_size * window;
-  const int64_t available = tokens_up_to(data_path, tokenizer, loader_options, wanted);
+  const int64_t available = units_up_to(data_path, tokenizer, loader_options, wanted);
   if (available < wanted) {
-    train::print_warning("--data " + data_path + " holds " + std::to_string(available) +
-                         " tokens, fewer than --steps " + std::to_string(steps) +
-                         " x --batch-size " + std::to_string(batch_size) + " x (--seq-len " +
-                         std::to_string(seq_len) + " + 1) = " + std::to_string(wanted) +
-                         ": evaluated once, to the end of the data");
+    train::print_warning(
+        "--data " + data_path + " holds " + std::to_string(available) +
+        (pairs ? " token pairs" : " tokens") + ", fewer than --steps " + std::to_string(steps) +
+        " x --batch-size " + std::to_string(batch_size) + " x " +
+        (pairs ? "--seq-len " + std::to_string(seq_len)
+               : "(--seq-len " + std::to_string(seq_len) + " + 1)") +
+        " = " + std::to_string(wanted) + ": evaluated once, to the end of the data");
   }
   const int64_t batches = (available + batch_size * window - 1) / (batch_size * window);
   data::DataLoader loader(tokenizer, data_path, loader_options);
@@ -101,10 +135,11 @@ int run_eval(const Args& args) {
   for (int64_t i = 0; i < batches; ++i) {
     data::Batch batch = loader.next();
     if (available < wanted) {
-      // Window w's label j is token w * window + j + 1 of the stream: past the data, it is the
-      // start of the data again.
+      // Window w's label j is token w * window + j + 1 of the stream (pair w * window + j when
+      // shifting within documents): past the data, it is the start of the data again.
       const at::Tensor rows = at::arange(i * batch_size, (i + 1) * batch_size, at::kLong);
-      const at::Tensor target = rows.unsqueeze(1) * window + at::arange(1, seq_len + 1, at::kLong);
+      const at::Tensor target = rows.unsqueeze(1) * window +
+                                at::arange(pairs ? 0 : 1, seq_len + (pairs ? 0 : 1), at::kLong);
       batch.labels = batch.labels.masked_fill(target >= available, -100);
     }
     const train::BatchLoss b = train::batch_loss(*loaded.model, loss, batch, options.device);

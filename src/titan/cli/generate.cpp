@@ -8,6 +8,7 @@
 #include "titan/cli/commands.h"
 #include "titan/cli/model_source.h"
 #include "titan/common/error.h"
+#include "titan/data/chat_template.h"
 #include "titan/data/tokenizer/tokenizer.h"
 #include "titan/models/generation.h"
 #include "titan/train/precision.h"
@@ -16,15 +17,23 @@ namespace titan::cli {
 namespace {
 
 constexpr const char* kHelp =
-    R"(usage: titan generate --model HF_DIR_OR_CHECKPOINT --prompt TEXT [--max-new-tokens 64]
+    R"(usage: titan generate --model HF_DIR_OR_CHECKPOINT_OR_ADAPTER --prompt TEXT [--max-new-tokens 64]
                       [--temperature 0.7] [--top-k 20] [--seed 0] [--tokenizer DIR]
                       [--device auto|cpu|cuda] [--print-ids] [--ignore-eos]
+                      [--base HF_DIR] [--chat]
 
 Continues TEXT with the model, decoding incrementally with a KV cache. --temperature 0 is
 greedy decoding; otherwise tokens are sampled from the softmax of logits/temperature,
 restricted to the top-k most likely (0 = no restriction), with a seeded generator. Stops at
 the model's eos tokens unless --ignore-eos. --print-ids adds the generated ids as a JSON array
 on a last line.
+
+--model may be a PEFT adapter folder (adapter_config.json + adapter_model.safetensors, as titan's
+LoRA export or PEFT's save_pretrained writes it): it runs on its base, the Hugging Face folder
+--base names, else the one adapter_config.json's base_model_name_or_path names.
+--chat takes TEXT as a user's message: the tokenizer's chat template renders it with the prompt
+of an assistant's reply (apply_chat_template(..., add_generation_prompt=True)), and only the
+reply is printed.
 )";
 
 std::vector<int64_t> eos_ids(const nlohmann::json& hf_config) {
@@ -58,8 +67,8 @@ int run_generate(const Args& args) {
   }
   const FlagParser flags(args, "generate",
                          {"--model", "--prompt", "--max-new-tokens", "--temperature", "--top-k",
-                          "--seed", "--tokenizer", "--device"},
-                         {"--print-ids", "--ignore-eos"});
+                          "--seed", "--tokenizer", "--device", "--base"},
+                         {"--print-ids", "--ignore-eos", "--chat"});
   const int64_t max_new = flags.get_int("--max-new-tokens", 64);
   const double temperature = flags.get_double("--temperature", 0.7);
   const int64_t top_k = flags.get_int("--top-k", 20);
@@ -68,12 +77,18 @@ int run_generate(const Args& args) {
   models::BuildOptions options;
   options.device = train::resolve_device(flags.get("--device", "auto"));
   if (options.device.is_cuda()) options.compute_dtype = options.param_dtype = at::kBFloat16;
-  LoadedModel loaded = load_model(flags.require("--model"), options);
+  LoadedModel loaded = load_model(flags.require("--model"), options, "", flags.get("--base"));
   const std::string tokenizer_dir = flags.get("--tokenizer", loaded.tokenizer_dir);
   TITAN_CHECK(!tokenizer_dir.empty(), "titan generate: no tokenizer.json next to the model; ",
               "pass --tokenizer DIR");
   const data::Tokenizer tokenizer = data::Tokenizer::from_directory(tokenizer_dir);
-  const std::string prompt = flags.require("--prompt");
+  std::string prompt = flags.require("--prompt");
+  const bool chat = flags.has("--chat");
+  if (chat) {
+    const nlohmann::ordered_json messages = {{{"role", "user"}, {"content", prompt}}};
+    prompt = data::load_chat_template(tokenizer_dir)
+                 ->render(messages, nlohmann::ordered_json(), /*add_generation_prompt=*/true);
+  }
   const std::vector<int32_t> prompt_ids = tokenizer.encode(prompt);
   TITAN_CHECK(!prompt_ids.empty(), "titan generate: the prompt is empty");
   const std::vector<int64_t> stops = flags.has("--ignore-eos")
@@ -90,7 +105,7 @@ int run_generate(const Args& args) {
                          .unsqueeze(0)
                          .to(options.device);
   std::vector<int32_t> generated;
-  std::cout << prompt << std::flush;
+  if (!chat) std::cout << prompt << std::flush;  // a chat prints the reply only
   std::string printed;
   for (int64_t i = 0; i < max_new; ++i) {
     const at::Tensor logits = decoder->forward_cached(input, cache);

@@ -6,10 +6,12 @@
 #include <vector>
 
 #include "titan/cli/commands.h"
+#include "titan/cli/config_groups.h"
 #include "titan/cli/elastic_error_file.h"
 #include "titan/common/did_you_mean.h"
 #include "titan/common/error.h"
 #include "titan/common/heap_reuse.h"
+#include "titan/models/builtin_configs.h"
 
 namespace {
 
@@ -22,6 +24,8 @@ struct Subcommand {
 const Subcommand kSubcommands[] = {
     {"train", titan::cli::run_train, "train a model (--module M --config F [overrides])"},
     {"configs", titan::cli::run_configs, "list config functions or print a resolved config"},
+    {"check-data", titan::cli::run_check_data,
+     "read a job's datasets up front (bad lines, SFT records that train nothing)"},
     {"forward", titan::cli::run_forward, "logits for given token ids, as safetensors"},
     {"eval", titan::cli::run_eval, "mean token loss of a model on a dataset"},
     {"generate", titan::cli::run_generate, "sample text from a model"},
@@ -35,7 +39,26 @@ const Subcommand kSubcommands[] = {
 
 void print_usage() {
   std::cout << "usage: titan SUBCOMMAND [--help] [args]\n       titan --version\n\nsubcommands:\n";
-  for (const auto& s : kSubcommands) std::printf("  %-10s %s\n", s.name, s.summary);
+  for (const auto& s : kSubcommands) std::printf("  %-12s %s\n", s.name, s.summary);
+  // What `titan train --module M --config F` starts from, by purpose.
+  std::cout << "\nconfig functions (titan train --module M --config F; `titan configs --module M` "
+               "describes each):\n";
+  const titan::config::ConfigRegistry& registry = titan::models::builtin_config_registry();
+  for (const std::string& module : registry.modules()) {
+    std::cout << "  module " << module << "\n";
+    for (const auto& [title, names] : titan::cli::config_groups(registry, module)) {
+      std::string line = "    " + title + ":";
+      for (size_t i = 0; i < names.size(); ++i) {
+        const std::string item = " " + names[i] + (i + 1 < names.size() ? "," : "");
+        if (line.size() + item.size() > 100) {
+          std::cout << line << "\n";
+          line = "     ";
+        }
+        line += item;
+      }
+      std::cout << line << "\n";
+    }
+  }
 }
 
 // The one line an error ends the process with, also handed to torchrun when it launched us.

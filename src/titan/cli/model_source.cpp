@@ -8,6 +8,7 @@
 #include "titan/checkpoint/model_tensors.h"
 #include "titan/checkpoint/training_checkpoint.h"
 #include "titan/common/error.h"
+#include "titan/common/file_util.h"
 #include "titan/lora/base_fingerprint.h"
 #include "titan/models/materialize.h"
 
@@ -109,12 +110,71 @@ LoadedModel load_checkpoint(const fs::path& step_dir, const models::BuildOptions
   return out;
 }
 
+// A PEFT adapter folder: its base (a Hugging Face folder), then the adapters read into the
+// targets its adapter_config.json names (target_modules, and target_parameters for expert
+// stacks), as PeftModel.from_pretrained(base, folder) applies them.
+LoadedModel load_peft_adapter(const std::string& dir, const models::BuildOptions& options,
+                              const std::string& spec_name, const std::string& base_override) {
+  const std::string config_path = (fs::path(dir) / "adapter_config.json").string();
+  nlohmann::json adapter;
+  try {
+    adapter = nlohmann::json::parse(read_text_file(config_path));
+  } catch (const nlohmann::json::exception& e) {
+    fail(config_path, " is not valid JSON: ", e.what());
+  }
+  TITAN_CHECK(adapter.is_object(), config_path, " is not a JSON object");
+  std::string base = base_override;
+  if (base.empty() && adapter.contains("base_model_name_or_path") &&
+      adapter["base_model_name_or_path"].is_string())
+    base = adapter["base_model_name_or_path"].get<std::string>();
+  TITAN_CHECK(!base.empty(), dir,
+              " is a PEFT adapter whose adapter_config.json names no base "
+              "(base_model_name_or_path): give --base DIR, the Hugging Face folder it was trained "
+              "on");
+  TITAN_CHECK(fs::exists(fs::path(base) / "config.json"), dir, " is a PEFT adapter on ", base,
+              base_override.empty() ? " (its adapter_config.json's base_model_name_or_path)" : "",
+              ", which is not a Hugging Face folder here",
+              base_override.empty() ? ": download it (build/bin/hf download " + base +
+                                          " --local-dir DIR) and give --base DIR"
+                                    : "");
+  LoadedModel out = load_hf(base, options, spec_name);
+  config::LoraConfig lora;
+  TITAN_CHECK(adapter.contains("r") && adapter["r"].is_number_integer() &&
+                  adapter.contains("lora_alpha") && adapter["lora_alpha"].is_number(),
+              config_path, ": needs r and lora_alpha");
+  lora.rank = adapter["r"].get<int64_t>();
+  lora.alpha = adapter["lora_alpha"].get<double>();
+  for (const char* key : {"target_modules", "target_parameters"}) {
+    if (!adapter.contains(key) || adapter[key].is_null()) continue;
+    const nlohmann::json& targets = adapter[key];
+    if (targets.is_string()) {
+      // PEFT's "all-linear" is titan's default (every projection); a regex is not read.
+      TITAN_CHECK(targets.get<std::string>() == "all-linear", config_path, ": ", key, " = ",
+                  targets.dump(), " is a regular expression; titan reads a list of module names");
+      continue;
+    }
+    TITAN_CHECK(targets.is_array(), config_path, ": ", key, " must be a list of module names");
+    for (const auto& t : targets) lora.target_modules.push_back(t.get<std::string>());
+  }
+  lora.initial_adapter_path = dir;
+  out.lora = lora::apply_lora(*out.model, lora, lora::fingerprint_hf_folder(base), 0,
+                              options.compute_dtype);
+  if (fs::exists(fs::path(dir) / "tokenizer.json")) out.tokenizer_dir = dir;
+  return out;
+}
+
 }  // namespace
 
 LoadedModel load_model(const std::string& path, const models::BuildOptions& options,
-                       const std::string& spec_name) {
+                       const std::string& spec_name, const std::string& adapter_base) {
   const fs::path p(path);
   TITAN_CHECK(fs::exists(p), path, ": no such file or directory");
+  if (fs::exists(p / "adapter_config.json") && !fs::exists(p / "config.json"))
+    return load_peft_adapter(path, options, spec_name, adapter_base);
+  TITAN_CHECK(adapter_base.empty(), "--base ", adapter_base,
+              " applies only to a PEFT adapter "
+              "folder (adapter_config.json), and ",
+              path, " is not one");
   if (fs::exists(p / "manifest.json")) return load_checkpoint(p, options);
   if (fs::exists(p / "config.json")) return load_hf(path, options, spec_name);
   // A checkpoint folder: take its newest complete step.

@@ -1,6 +1,8 @@
 // Opening a model for the inference-side subcommands (forward, eval, generate, convert): a
-// Hugging Face directory (config.json + safetensors) or a training checkpoint (a step-N folder
-// with manifest.json, or a checkpoint folder whose newest step is taken).
+// Hugging Face directory (config.json + safetensors), a training checkpoint (a step-N folder
+// with manifest.json, or a checkpoint folder whose newest step is taken), or a PEFT adapter
+// folder (adapter_config.json + adapter_model.safetensors) on its base: the Hugging Face folder
+// `adapter_base`, else the one its adapter_config.json names (base_model_name_or_path).
 #pragma once
 
 #include <memory>
@@ -30,6 +32,6 @@ struct LoadedModel {
 // picks the model spec for a Hugging Face directory (default: by its config.json's model_type);
 // "transformers" runs Transformers' own model of it.
 LoadedModel load_model(const std::string& path, const models::BuildOptions& options,
-                       const std::string& spec_name = "");
+                       const std::string& spec_name = "", const std::string& adapter_base = "");
 
 }  // namespace titan::cli

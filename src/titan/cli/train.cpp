@@ -7,6 +7,7 @@
 #include "titan/cli/commands.h"
 #include "titan/cli/flag_parser.h"
 #include "titan/common/error.h"
+#include "titan/common/strings.h"
 #include "titan/config/config_fields.h"
 #include "titan/config/derived_defaults.h"
 #include "titan/config/resolve.h"
@@ -24,11 +25,16 @@ namespace {
 // The help text, with the overridable ops listed from the registry's own table.
 constexpr const char* kHelpTemplate =
     R"(usage: titan train --module M --config F [--config-file job.toml] [--section.field value ...]
+       titan train --job.config_file job.toml [--section.field value ...]
 
 Trains a model. The config is the named config function (see `titan configs`), overlaid by
 each --config-file (or --job.config_file), then by the --section.field overrides in order
 (booleans also as bare flags). The resolved config is written to <job.dump_folder>/config.toml;
-step lines go to stdout and <job.dump_folder>/metrics.jsonl.
+step lines go to stdout and <job.dump_folder>/metrics.jsonl. A config file that names the model
+([model] name and flavor) may come alone, as torchtitan's train_configs do: the run then starts
+from the config tree's defaults. torchtitan's keys titan lacks are taken under their titan name,
+or noted when they ask for nothing titan lacks ([compile] enable = false, ...), or refused
+(docs/from_torchtitan.md).
 
 Every key, its value and a one-line description of it:
   titan configs --module M --config F --print   (with the same overrides: the resolved config)
@@ -71,15 +77,19 @@ int run_train(const Args& args) {
   const config::ResolveOptions options = models::builtin_resolve_options();
   const config::ResolvedCommandLine resolved = config::resolve_command_line(args, options);
   const config::TrainerConfig& cfg = resolved.config;
-  config::check_input_paths(cfg);
+  config::check_input_paths(cfg, resolved.given_keys);
   const bool talk = distributed::launch_env_from_environment().rank == 0;
   const std::string toml = config::to_toml(cfg);
   if (cfg.debug.print_config) std::cout << toml << std::endl;
   std::filesystem::create_directories(cfg.job.dump_folder);
   std::ofstream(std::filesystem::path(cfg.job.dump_folder) / "config.toml") << toml;
-  std::cout << "[titan] " << resolved.module << "/" << resolved.config_name << ": "
-            << cfg.job.description << std::endl;
+  std::cout << "[titan] "
+            << (resolved.module.empty() ? join(resolved.config_files)
+                                        : resolved.module + "/" + resolved.config_name)
+            << ": " << cfg.job.description << std::endl;
   if (talk) {
+    for (const std::string& note : resolved.notes) std::cout << "[titan] note: " << note << "\n";
+    for (const std::string& warning : resolved.warnings) train::print_warning(warning);
     std::cout << "[titan] " << config::describe_model_sources(cfg) << std::endl;
     for (const std::string& warning :
          train::config_warnings(cfg, train::resolve_precision(cfg.training)))

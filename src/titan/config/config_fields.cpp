@@ -1,5 +1,7 @@
 #include "titan/config/config_fields.h"
 
+#include <map>
+#include <string_view>
 #include <type_traits>
 
 #include "titan/common/did_you_mean.h"
@@ -32,6 +34,20 @@ std::vector<std::string> field_names(const std::string& section) {
   config.visit_sections(on_section);
   if (!found) fail_unknown_section(section, "config");
   return names;
+}
+
+bool has_field(const std::string& section, const std::string& key) {
+  bool found = false;
+  TrainerConfig config;
+  auto on_section = [&](const char* name, auto& fields) {
+    if (section != name) return;
+    auto on_field = [&](const char* field_name, auto&, const char* = "") {
+      found = found || key == field_name;
+    };
+    fields.visit(on_field);
+  };
+  config.visit_sections(on_section);
+  return found;
 }
 
 void fail_unknown_section(const std::string& section, const std::string& where) {
@@ -71,16 +87,49 @@ void set_field_from_string(TrainerConfig& config, const std::string& section,
              [&](auto& value) { parse_cli_value(where, text, value); });
 }
 
+namespace {
+
+// A field that exists for tests or benchmarks ([debug]'s hooks), by its description.
+bool is_hook(const char* description) {
+  const std::string_view d(description);
+  return d.starts_with("test hook") || d.starts_with("benchmark hook");
+}
+
+// "section.key" -> the default's TOML text, of the hooks.
+std::map<std::string, std::string> hook_defaults() {
+  std::map<std::string, std::string> out;
+  TrainerConfig defaults;
+  auto on_section = [&](const char* section_name, auto& fields) {
+    auto on_field = [&](const char* field_name, auto& value, const char* description = "") {
+      if (is_hook(description))
+        out[std::string(section_name) + "." + field_name] = format_toml_value(value);
+    };
+    fields.visit(on_field);
+  };
+  defaults.visit_sections(on_section);
+  return out;
+}
+
+}  // namespace
+
 std::string to_toml(const TrainerConfig& config, bool with_descriptions) {
   std::string out;
+  // The described listing (titan configs --print) leaves out the test and benchmark hooks at
+  // their defaults: they are not settings of a run. The plain one keeps every key.
+  const std::map<std::string, std::string> hooks =
+      with_descriptions ? hook_defaults() : std::map<std::string, std::string>{};
   auto on_section = [&](const char* section_name, auto& fields) {
     if (!out.empty()) out += "\n";
     // Appended piece by piece: GCC 12 warns falsely (-Wstringop-overflow) on the chained +.
     out.append("[").append(section_name).append("]\n");
     auto on_field = [&](const char* field_name, auto& value, const char* description = "") {
+      const std::string text = format_toml_value(value);
+      if (const auto hook = hooks.find(std::string(section_name) + "." + field_name);
+          hook != hooks.end() && hook->second == text)
+        return;
       if (with_descriptions && *description != '\0')
         out.append("# ").append(description).append("\n");
-      out.append(field_name).append(" = ").append(format_toml_value(value)).append("\n");
+      out.append(field_name).append(" = ").append(text).append("\n");
     };
     fields.visit(on_field);
   };

@@ -17,6 +17,9 @@ namespace titan::config {
 std::vector<std::string> section_names();
 std::vector<std::string> field_names(const std::string& section);  // throws for unknown
 
+// True when the tree has section.key.
+bool has_field(const std::string& section, const std::string& key);
+
 // "training.steps" -> {"training", "steps"}; throws naming `where` when there is no dot.
 std::pair<std::string, std::string> split_dotted_key(const std::string& dotted_key,
                                                      const std::string& where);
@@ -33,7 +36,9 @@ void set_field_from_string(TrainerConfig& config, const std::string& section,
 
 // The whole tree as TOML: "[section]" then "key = value" lines, in visit order; with
 // `with_descriptions`, each field's one-line description from visit() as a "# ..." comment line
-// above it. Loading the text back as a config file reproduces `config` exactly.
+// above it, and the test and benchmark hooks (descriptions starting "test hook" or "benchmark
+// hook") left out while at their defaults. Loading the text back as a config file reproduces
+// `config` exactly.
 std::string to_toml(const TrainerConfig& config, bool with_descriptions = false);
 
 // The description visit() gives section.key ("" when there is none or no such field).

@@ -1,9 +1,13 @@
 #include "titan/config/derived_defaults.h"
 
 #include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
 
 #include "titan/common/error.h"
 #include "titan/common/strings.h"
+#include "titan/config/torchtitan_keys.h"
 
 namespace fs = std::filesystem;
 
@@ -39,6 +43,27 @@ std::vector<std::string> dataset_names() {
   return names;
 }
 
+// training.packing and training.document_masking say the same thing twice (document masking
+// is the block-causal attention of packings hf_flattening and torchtitan): the one given
+// decides, document_masking true alone meaning hf_flattening, the packing of titan's SFT.
+void reconcile_packing(TrainingConfig& t, const std::set<std::string>& given_keys) {
+  const bool block_causal = t.packing != "megatron";
+  if (given(given_keys, "training.packing")) {
+    if (given(given_keys, "training.document_masking") && t.document_masking != block_causal) {
+      fail("training.document_masking = ", t.document_masking ? "true" : "false",
+           " contradicts training.packing = \"", t.packing, "\", which is ",
+           block_causal ? "block-causal" : "causal across the row",
+           "; give one of them (packing megatron is causal, hf_flattening and torchtitan are "
+           "block-causal)");
+    }
+    t.document_masking = block_causal;
+  } else if (t.document_masking && !block_causal) {
+    t.packing = "hf_flattening";
+  } else if (!t.document_masking && block_causal) {
+    t.packing = "megatron";
+  }
+}
+
 }  // namespace
 
 const std::vector<BuiltinDataset>& builtin_datasets() {
@@ -51,12 +76,25 @@ const std::vector<BuiltinDataset>& builtin_datasets() {
 }
 
 void apply_derived_defaults(TrainerConfig& c, const std::set<std::string>& given_keys,
-                            const std::string& install_root) {
+                            const std::string& install_root, std::vector<std::string>* notes) {
   // 1. The dataset name: read, or refused.
   const BuiltinDataset* dataset = nullptr;
   for (const BuiltinDataset& d : builtin_datasets())
     if (c.training.dataset == d.name) dataset = &d;
-  if (dataset == nullptr && !c.training.dataset.empty()) {
+  if (dataset == nullptr && is_torchtitan_dataset(c.training.dataset)) {
+    // torchtitan's names, which it downloads from the hub: fine with a file of the user's.
+    if (!given(given_keys, "training.dataset_path")) {
+      fail("training.dataset = \"", c.training.dataset,
+           "\" is torchtitan's name for allenai/c4 on the Hugging Face hub, which titan does not "
+           "download: give training.dataset_path (local data: jsonl, jsonl.gz/zst, Parquet, Arrow, "
+           "text files, a folder or a glob of them)");
+    }
+    if (notes != nullptr) {
+      notes->push_back("training.dataset = \"" + c.training.dataset +
+                       "\": torchtitan's name; titan reads training.dataset_path " +
+                       c.training.dataset_path);
+    }
+  } else if (dataset == nullptr && !c.training.dataset.empty()) {
     fail("training.dataset = \"", c.training.dataset,
          "\": not a built-in dataset; accepted values are ", join(dataset_names()),
          ", or \"\" (for a dataset of your own, set training.dataset_path)");
@@ -81,6 +119,35 @@ void apply_derived_defaults(TrainerConfig& c, const std::set<std::string>& given
   // 3. The folder being fine-tuned holds the tokenizer and config.json.
   if (!given(given_keys, "model.hf_assets_path") && is_hf_folder(c.checkpoint.initial_load_path))
     c.model.hf_assets_path = c.checkpoint.initial_load_path;
+
+  // 4. The packing and its block-causal attention; torchtitan's packing separates documents
+  //    with the tokenizer's own eos token, as torchtitan does.
+  reconcile_packing(c.training, given_keys);
+  if (c.training.packing == "torchtitan" && !given(given_keys, "training.eos_token")) {
+    const std::string eos = tokenizer_config_eos(c.model.hf_assets_path);
+    if (!eos.empty()) {
+      c.training.eos_token = eos;
+      if (notes != nullptr) {
+        notes->push_back("training.eos_token = \"" + eos + "\": the eos_token of " +
+                         (fs::path(c.model.hf_assets_path) / "tokenizer_config.json").string() +
+                         " (training.packing torchtitan takes the tokenizer's, as torchtitan "
+                         "does)");
+      }
+    }
+  }
+}
+
+std::string tokenizer_config_eos(const std::string& assets) {
+  const fs::path path = fs::path(assets) / "tokenizer_config.json";
+  std::ifstream in(path);
+  if (!in) return "";
+  const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object() || !j.contains("eos_token")) return "";
+  const nlohmann::json& eos = j["eos_token"];
+  if (eos.is_string()) return eos.get<std::string>();
+  if (eos.is_object() && eos.contains("content") && eos["content"].is_string())
+    return eos["content"].get<std::string>();
+  return "";
 }
 
 std::string describe_model_sources(const TrainerConfig& c) {
@@ -102,7 +169,7 @@ std::string describe_model_sources(const TrainerConfig& c) {
   return line;
 }
 
-void check_input_paths(const TrainerConfig& c) {
+void check_input_paths(const TrainerConfig& c, const std::set<std::string>& given_keys) {
   std::error_code ec;
   const std::string& initial = c.checkpoint.initial_load_path;
   if (!initial.empty()) {
@@ -112,7 +179,33 @@ void check_input_paths(const TrainerConfig& c) {
     TITAN_CHECK(fs::is_directory(initial, ec), "checkpoint.initial_load_path = \"", initial,
                 "\": not a directory (expected a Hugging Face folder with config.json and "
                 "*.safetensors, or a training checkpoint step-N)");
+    // The folder is named for the model it holds; what it lacks is said of it, not of the
+    // config function's default model.hf_assets_path that would otherwise stand in.
+    const bool assets_given = given(given_keys, "model.hf_assets_path");
+    const bool checkpoint_folder = path_exists(fs::path(initial) / "manifest.json");
+    TITAN_CHECK(assets_given || checkpoint_folder || path_exists(fs::path(initial) / "config.json"),
+                "checkpoint.initial_load_path = \"", initial,
+                "\": no config.json there (a Hugging Face folder, as save_pretrained or the hub "
+                "leaves it, holds config.json, its *.safetensors and the tokenizer files; a "
+                "training checkpoint step-N holds manifest.json); or give --model.hf_assets_path "
+                "DIR, a folder with the model's config.json and tokenizer");
+    TITAN_CHECK(assets_given || !checkpoint_folder || c.model.flavor != "auto" ||
+                    path_exists(fs::path(c.model.hf_assets_path) / "config.json"),
+                "checkpoint.initial_load_path = \"", initial,
+                "\" is a training checkpoint, which holds no config.json or tokenizer files, and "
+                "model.flavor auto needs a config.json: give --model.hf_assets_path DIR, the "
+                "Hugging Face folder of the model it was trained from");
   }
+  // A single dataset path (not a list, not a glob) that is not there: named by its key.
+  const auto check_dataset = [&](const char* key, const std::string& path) {
+    if (path.empty() || path.find_first_of(",*?[:") != std::string::npos) return;
+    TITAN_CHECK(path_exists(path), key, " = \"", path, "\": no such file or folder",
+                fs::path(path).is_relative()
+                    ? " (relative to the current directory, " + fs::current_path(ec).string() + ")"
+                    : std::string());
+  };
+  check_dataset("training.dataset_path", c.training.dataset_path);
+  if (c.validator.enable) check_dataset("validator.dataset_path", c.validator.dataset_path);
   const std::string& assets = c.model.hf_assets_path;
   const bool from_initial_load = !initial.empty() && assets == initial;
   // Where a fine-tune's weights come from when no initial_load_path is given.

@@ -1,5 +1,6 @@
 // Resolution of a command line into a TrainerConfig, in this order:
-//   1. the config function named by --module M --config F,
+//   1. the config function named by --module M --config F (or, with neither, the tree's
+//      defaults when a --job.config_file names the model: torchtitan's way with a file),
 //   2. each --config-file job.toml (or --job.config_file, torchtitan's name), in the order given,
 //   3. each --section.field override, in the order given: "--a.b value", "--a.b=value", and
 //      for booleans also a bare "--a.b" (true) or "--a.b true|false",
@@ -43,6 +44,12 @@ struct ResolvedCommandLine {
   std::set<std::string> given_keys;
   std::set<std::string> flags;  // the extra_flags that were given
   bool print = false;           // "--print" was given (and accepted)
+  // One line for each setting titan accepted without taking it as written: torchtitan's keys
+  // it renames or that ask nothing of it (torchtitan_keys.h), torchtitan's dataset names, the
+  // eos token of packing torchtitan. Each names where the setting came from.
+  std::vector<std::string> notes;
+  // Settings that would change the run without a word: lora.* given without the lora converter.
+  std::vector<std::string> warnings;
 };
 
 ResolvedCommandLine resolve_command_line(const std::vector<std::string>& args,

@@ -18,6 +18,7 @@
 #include "titan/common/error.h"
 #include "titan/config/config_fields.h"
 #include "titan/config/field_values.h"
+#include "titan/config/torchtitan_keys.h"
 
 namespace titan::config {
 namespace {
@@ -188,10 +189,80 @@ void check_non_ascii_placement(const std::string& text, const std::string& sourc
   }
 }
 
+// A TOML value as it would be written on the command line: true, 5, 0.5, c4, a,b (a list).
+std::string command_line_text(const toml::node& node) {
+  if (node.is_string()) return std::string(*node.as_string());
+  if (node.is_boolean()) return node.as_boolean()->get() ? "true" : "false";
+  if (node.is_integer()) return std::to_string(node.as_integer()->get());
+  if (node.is_floating_point()) return format_toml_value(node.as_floating_point()->get());
+  if (const toml::array* array = node.as_array()) {
+    std::string joined;
+    for (size_t i = 0; i < array->size(); ++i)
+      joined.append(i ? "," : "").append(command_line_text((*array)[i]));
+    return joined;
+  }
+  return describe(node);
+}
+
+// A key of torchtitan's that titan's tree lacks (torchtitan_keys.h): renamed into its titan
+// field, noted, or refused. `key` is dotted ("quantize.linear.float8.filter_fqns").
+// Notes of one file, by line (toml++ visits a table's keys in name order).
+using LineNotes = std::vector<std::pair<uint32_t, std::string>>;
+
+void apply_torchtitan_key(TrainerConfig& config, const std::string& key, const toml::node& value,
+                          const std::string& source_name, std::set<std::string>* set_keys,
+                          LineNotes& notes) {
+  if (const toml::table* table = value.as_table()) {
+    // [quantize.linear.float8] and friends: every key under it.
+    for (const auto& [inner_key, inner_value] : *table) {
+      apply_torchtitan_key(config, key + "." + std::string(inner_key.str()), inner_value,
+                           source_name, set_keys, notes);
+    }
+    return;
+  }
+  const std::string where = location(source_name, value);
+  const std::string text = command_line_text(value);
+  const std::optional<TorchtitanKey> rule = torchtitan_key(key, text);
+  if (!rule) {
+    const size_t dot = key.find('.');
+    fail_unknown_key(key.substr(0, dot), key.substr(dot + 1), where);
+  }
+  const std::string shown =
+      key + " = " + (value.is_string() ? format_toml_value(text) : command_line_text(value));
+  switch (rule->action) {
+    case TorchtitanKey::Action::kRefuse:
+      fail(where, ": ", shown, ": ", rule->message);
+    case TorchtitanKey::Action::kNote:
+      notes.emplace_back(value.source().begin.line, where + ": " + shown + ": " + rule->message);
+      return;
+    case TorchtitanKey::Action::kRename:
+      break;
+  }
+  const size_t dot = rule->titan_key.find('.');
+  const std::string section = rule->titan_key.substr(0, dot),
+                    field = rule->titan_key.substr(dot + 1);
+  if (rule->index >= 0) {
+    // One element of a list (torchtitan's optimizer.beta1 is titan's optimizer.betas[0]).
+    double element = 0;
+    if (!FieldReader::read_scalar(value, element))
+      fail(where, ": ", key, ": expected a number, got ", describe(value));
+    with_field(config, section, field, where, [&](auto& list) {
+      if constexpr (std::is_same_v<std::decay_t<decltype(list)>, std::vector<double>>) {
+        if (list.size() <= static_cast<size_t>(rule->index)) list.resize(rule->index + 1, 0.0);
+        list[rule->index] = element;
+      }
+    });
+  } else {
+    with_field(config, section, field, where, FieldReader{value, rule->titan_key, where});
+  }
+  if (set_keys != nullptr) set_keys->insert(rule->titan_key);
+  notes.emplace_back(value.source().begin.line, where + ": " + shown + ": " + rule->message);
+}
+
 }  // namespace
 
 void apply_toml_text(TrainerConfig& config, const std::string& text, const std::string& source_name,
-                     std::set<std::string>* set_keys) {
+                     std::set<std::string>* set_keys, std::vector<std::string>* notes) {
   check_non_ascii_placement(text, source_name);
   toml::table document;
   try {
@@ -200,15 +271,16 @@ void apply_toml_text(TrainerConfig& config, const std::string& text, const std::
     fail("config file ", source_name, ", line ", e.source().begin.line, ", column ",
          e.source().begin.column, ": TOML syntax error: ", e.description());
   }
+  LineNotes file_notes;
   for (const auto& [section_key, section_node] : document) {
     const std::string section(section_key.str());
     const std::string where = location(source_name, section_node);
     // Checked here, not only per key, so that the error points at the [section] line and an
     // empty unknown section is caught too.
     const auto accepted = section_names();
-    if (std::find(accepted.begin(), accepted.end(), section) == accepted.end()) {
-      fail_unknown_section(section, where);
-    }
+    const bool titan_section =
+        std::find(accepted.begin(), accepted.end(), section) != accepted.end();
+    if (!titan_section && !is_torchtitan_section(section)) fail_unknown_section(section, where);
     const toml::table* fields = section_node.as_table();
     if (fields == nullptr) {
       // A top-level `key = value` or `[[section]]`: fields are accepted only inside [section].
@@ -218,15 +290,23 @@ void apply_toml_text(TrainerConfig& config, const std::string& text, const std::
     for (const auto& [field_key, value] : *fields) {
       const std::string key(field_key.str());
       const std::string field_where = location(source_name, value);
+      if (!titan_section || !has_field(section, key)) {
+        apply_torchtitan_key(config, section + "." + key, value, source_name, set_keys, file_notes);
+        continue;
+      }
       with_field(config, section, key, field_where,
                  FieldReader{value, section + "." + key, field_where});
       if (set_keys != nullptr) set_keys->insert(section + "." + key);
     }
   }
+  std::stable_sort(file_notes.begin(), file_notes.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  if (notes != nullptr)
+    for (auto& [line, note] : file_notes) notes->push_back(std::move(note));
 }
 
 void apply_toml_file(TrainerConfig& config, const std::string& path,
-                     std::set<std::string>* set_keys) {
+                     std::set<std::string>* set_keys, std::vector<std::string>* notes) {
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) fail("config file ", path, ": no such file");
   if (!std::filesystem::is_regular_file(path, ec)) fail("config file ", path, ": not a file");
@@ -235,7 +315,7 @@ void apply_toml_file(TrainerConfig& config, const std::string& path,
   std::ostringstream text;
   text << in.rdbuf();
   if (in.bad()) fail("config file ", path, ": read error");
-  apply_toml_text(config, text.str(), path, set_keys);
+  apply_toml_text(config, text.str(), path, set_keys, notes);
 }
 
 }  // namespace titan::config

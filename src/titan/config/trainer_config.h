@@ -116,6 +116,7 @@ struct TrainingConfig {
   std::string dataset_path = "assets/corpus/python_stdlib.jsonl";
   std::string dataset_text_field = "text";
   std::string eos_token = "<|endoftext|>";
+  std::string packing = "megatron";
   bool document_masking = false;
   bool shuffle = false;
   bool sft = false;
@@ -147,10 +148,19 @@ struct TrainingConfig {
       "token shards)");
     v("dataset_text_field", dataset_text_field,
       "the jsonl field, or Parquet/Arrow string column, that holds each document's text");
-    v("eos_token", eos_token, "token placed after every packed document");
+    v("eos_token", eos_token,
+      "token placed after every packed document (packing torchtitan: tokenizer_config.json's "
+      "eos_token unless given)");
+    v("packing", packing,
+      "how documents become rows: megatron (older torchtitan and Megatron-LM: documents joined "
+      "by eos, windows of seq_len + 1, causal across the row), hf_flattening (Hugging Face's "
+      "DataCollatorWithFlattening: the same windows, block-causal, no label crosses a document) "
+      "or torchtitan (torchtitan 0.3.0: inputs and labels shifted within each document, "
+      "block-causal)");
     v("document_masking", document_masking,
       "block-causal attention over packed rows: each document attends to itself only, positions "
-      "restart at 0 (false: plain causal across the row)");
+      "restart at 0 (follows packing: true for hf_flattening and torchtitan; true alone means "
+      "hf_flattening)");
     v("shuffle", shuffle,
       "visit the documents in a new order every epoch, drawn from seed (false: file order)");
     v("sft", sft,
@@ -342,8 +352,9 @@ struct OverrideConfig {
   template <class V>
   void visit(V& v) {
     v("imports", imports,
-      "kernel overrides, OP=IMPL or OP=IMPL@GLOB entries; call sites no entry claims use reference "
-      "(docs/kernels.md)");
+      "kernel overrides, OP=IMPL or OP=IMPL@GLOB entries; call sites no entry claims use the op's "
+      "default: reference, but fused for cross_entropy on the CPU and for nf4_linear (QLoRA) "
+      "everywhere (the table at the end of titan configs --print; docs/kernels.md)");
     v("libraries", libraries,
       "shared libraries of kernels loaded at start-up (they register implementations)");
     v("fallback", fallback,

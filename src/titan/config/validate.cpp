@@ -111,8 +111,16 @@ void validate_config(const TrainerConfig& c, const std::vector<std::string>& mod
   check_range(c.model.expert_bias_update_rate >= 0, "model.expert_bias_update_rate",
               c.model.expert_bias_update_rate, ">= 0");
 
-  for (const std::string& converter : c.model.converters)
+  for (const std::string& converter : c.model.converters) {
+    // torchtitan's other converters, by their torchtitan names.
+    TITAN_CHECK(converter.find("float8") == std::string::npos &&
+                    converter.find("mx") == std::string::npos &&
+                    converter.find("nvfp4") == std::string::npos,
+                "model.converters = \"", converter,
+                "\": titan has no float8, MX or NVFP4 training (torchtitan's quantization "
+                "converters); accepted values are lora");
     check_one_of("model.converters", converter, {"lora"});
+  }
   const auto& l = c.lora;
   check_at_least("lora.rank", l.rank, 1);
   check_range(l.alpha > 0, "lora.alpha", l.alpha, "> 0");
@@ -131,10 +139,11 @@ void validate_config(const TrainerConfig& c, const std::vector<std::string>& mod
   }
   check_at_least("training.seq_len", t.seq_len, 1);
   check_at_least("training.prefetch_batches", t.prefetch_batches, 0);
-  TITAN_CHECK(!t.document_masking || c.model.name != "transformers",
-              "training.document_masking needs block-causal attention, which the Transformers "
-              "backend (model.name = \"transformers\") does not run yet; use model.name = "
-              "\"qwen3\"");
+  check_one_of("training.packing", t.packing, {"megatron", "hf_flattening", "torchtitan"});
+  TITAN_CHECK(t.document_masking == (t.packing != "megatron"),
+              "training.document_masking = ", t.document_masking ? "true" : "false",
+              " does not fit training.packing = \"", t.packing,
+              "\" (hf_flattening and torchtitan are block-causal, megatron is not)");
   check_range(t.max_norm > 0, "training.max_norm", t.max_norm, "> 0");
   check_one_of("training.dtype", t.dtype, {"float32", "bfloat16"});
   check_one_of("training.mixed_precision_param", t.mixed_precision_param,

@@ -30,6 +30,8 @@ DataLoader::DataLoader(std::shared_ptr<const Tokenizer> tok, const std::string& 
   TITAN_CHECK(
       options.row_ranks >= 1 && options.row_rank >= 0 && options.row_rank < options.row_ranks,
       "data loader: row rank ", options.row_rank, " of ", options.row_ranks);
+  TITAN_CHECK(!options.shift_within_documents || options.document_masking,
+              "data loader: shifting within documents needs document masking");
   documents_read_ = stream_.documents_read();
 }
 
@@ -60,20 +62,36 @@ DataLoader::Prepared DataLoader::prepare() {
     b.positions = at::empty({B, S}, at::kLong);
     b.document_ids = at::empty({B, S}, at::kLong);
   }
+  const bool pairs = options_.shift_within_documents;
+  // What a row takes of the stream: seq_len + 1 tokens, or seq_len pairs.
+  const int64_t row_units = pairs ? S : S + 1;
+  const auto skip_rows = [&](int64_t rows) {
+    pairs ? stream_.skip_pairs(rows * row_units) : stream_.skip(rows * row_units);
+  };
   std::vector<int64_t> window(S + 1);
-  std::vector<uint8_t> starts(S + 1), trainable(S + 1);
+  // starts[i] / trainable[i]: of window token i, or of pair i (and its label) when shifting.
+  std::vector<uint8_t> starts(S + 1, 0), trainable(S + 1);
   // The rows of the ranks before this one in the run of row_ranks local batches.
-  stream_.skip(options_.row_rank * B * (S + 1));
+  skip_rows(options_.row_rank * B);
   for (int64_t row = 0; row < B; ++row) {
-    stream_.read(S + 1, window.data(), masking ? starts.data() : nullptr,
-                 sft ? trainable.data() : nullptr);
     int64_t* inputs = b.inputs.data_ptr<int64_t>() + row * S;
     int64_t* labels = b.labels.data_ptr<int64_t>() + row * S;
-    std::copy_n(window.begin(), S, inputs);
-    std::copy_n(window.begin() + 1, S, labels);
-    if (sft) {
-      for (int64_t i = 0; i < S; ++i)
-        if (!trainable[i + 1]) labels[i] = kIgnoredLabel;
+    if (pairs) {
+      stream_.read_pairs(S, inputs, labels, starts.data(), sft ? trainable.data() : nullptr);
+      starts[S] = 0;  // nothing after the row: no label to ignore below
+      if (sft) {
+        for (int64_t i = 0; i < S; ++i)
+          if (!trainable[i]) labels[i] = kIgnoredLabel;
+      }
+    } else {
+      stream_.read(S + 1, window.data(), masking ? starts.data() : nullptr,
+                   sft ? trainable.data() : nullptr);
+      std::copy_n(window.begin(), S, inputs);
+      std::copy_n(window.begin() + 1, S, labels);
+      if (sft) {
+        for (int64_t i = 0; i < S; ++i)
+          if (!trainable[i + 1]) labels[i] = kIgnoredLabel;
+      }
     }
     if (!masking) continue;
     int64_t* positions = b.positions.data_ptr<int64_t>() + row * S;
@@ -86,11 +104,13 @@ DataLoader::Prepared DataLoader::prepare() {
       }
       positions[i] = position++;
       documents[i] = document;
-      if (starts[i + 1]) labels[i] = kIgnoredLabel;  // the next document's first token
+      // The label that would predict the next document's first token (none when shifting
+      // within documents: no pair crosses).
+      if (!pairs && starts[i + 1]) labels[i] = kIgnoredLabel;
     }
   }
   // And those after it.
-  stream_.skip((options_.row_ranks - 1 - options_.row_rank) * B * (S + 1));
+  skip_rows((options_.row_ranks - 1 - options_.row_rank) * B);
   out.after = stream_.position();
   {
     std::lock_guard<std::mutex> lock(read_count_mutex_);
@@ -128,6 +148,7 @@ nlohmann::json DataLoader::state() const {
                       {"offset", next_.offset},
                       {"dataset_path", dataset_path_}};
   if (options_.shuffle_seed) s["shuffle_seed"] = *options_.shuffle_seed;
+  if (options_.shift_within_documents) s["packing"] = "torchtitan";
   return s;
 }
 
@@ -153,9 +174,30 @@ void DataLoader::load_state(const nlohmann::json& s) {
               " but this run is ",
               describe(options_.shuffle_seed.has_value(), options_.shuffle_seed.value_or(0)),
               "; resume with the same training.shuffle and training.seed");
+  // A position counts tokens or, shifting within documents, pairs: the same packing only.
+  const std::string saved_packing =
+      s.contains("packing") && s["packing"].is_string() ? s["packing"].get<std::string>() : "";
+  const std::string packing = options_.shift_within_documents ? "torchtitan" : "";
+  TITAN_CHECK(saved_packing == packing, "dataloader state was saved with training.packing ",
+              saved_packing.empty() ? "megatron or hf_flattening" : saved_packing,
+              " but this run packs with ", packing.empty() ? "megatron or hf_flattening" : packing,
+              "; resume with the same training.packing, or with --checkpoint.exclude_from_loading "
+              "dataloader to read the data from its start");
   // Batches prepared ahead belong to the old position: stop the thread before seeking.
   prefetcher_.reset();
-  stream_.seek({get("epoch"), get("document"), get("offset")});
+  try {
+    stream_.seek({get("epoch"), get("document"), get("offset")});
+  } catch (const DataReadError&) {
+    throw;
+  } catch (const Error& e) {
+    // The likely cause, when the run reads another dataset now: say which.
+    const std::string saved = s.contains("dataset_path") && s["dataset_path"].is_string()
+                                  ? s["dataset_path"].get<std::string>()
+                                  : std::string();
+    if (saved.empty() || saved == dataset_path_) throw;
+    fail("the checkpoint's data position was saved reading ", saved, ", not ", dataset_path_, ": ",
+         e.what());
+  }
   next_ = stream_.position();
 }
 

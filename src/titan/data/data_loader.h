@@ -10,6 +10,12 @@
 // document is ignored (-100), as Hugging Face's DataCollatorWithFlattening does, so a packed
 // row's loss is the sum of its documents' losses.
 //
+// With shift_within_documents (training.packing torchtitan, torchtitan 0.3.0's packing) a row is
+// seq_len (input, label) pairs of the same document each (token_stream.h, read_pairs): no label
+// crosses into the next document, the eos is never an input, no pair is lost at a row's end,
+// and attention is block-causal with positions restarting at each document (and at the row's
+// start), exactly the rows of torchtitan's HuggingFaceTextDataset.
+//
 // For SFT, the labels of tokens that are not targets (prompts, see chat_documents.h) are
 // ignored (-100) too.
 //
@@ -55,6 +61,8 @@ struct LoaderOptions {
   // The field of a jsonl/parquet record that holds the document (training.dataset_text_field).
   std::string text_field = "text";
   bool document_masking = false;
+  // torchtitan 0.3.0's packing (see above); needs document_masking.
+  bool shift_within_documents = false;
   // Documents in a new random order every epoch, drawn from this seed (training.shuffle).
   std::optional<uint64_t> shuffle_seed;
   // SFT (training.sft): records are conversations rendered with this template, and only the
@@ -80,10 +88,11 @@ class DataLoader {
 
   Batch next();
 
-  // {"epoch", "document", "offset", "dataset_path"} (and "shuffle_seed" when shuffling): where
-  // the next batch starts, the same on every rank (rows are split by row_rank, which a resume
-  // under another layout may change). load_state() checks the shuffling and that the position
-  // fits the dataset.
+  // {"epoch", "document", "offset", "dataset_path"} (and "shuffle_seed" when shuffling,
+  // "packing": "torchtitan" when shifting within documents): where the next batch starts, the
+  // same on every rank (rows are split by row_rank, which a resume under another layout may
+  // change). load_state() checks the shuffling, the packing and that the position fits the
+  // dataset.
   nlohmann::json state() const;
   void load_state(const nlohmann::json& s);
 
@@ -93,6 +102,8 @@ class DataLoader {
   // Documents this rank read (tokenized, or took from token shards) so far, prefetched ones
   // included.
   int64_t documents_read() const;
+  // What those documents hold that trains nothing (TokenDocuments::report): one line per kind.
+  std::vector<std::string> report() const { return stream_.documents().report(); }
 
  private:
   struct Prepared {

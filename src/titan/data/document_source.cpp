@@ -12,6 +12,7 @@
 #include "titan/data/arrow/arrow_sources.h"
 #include "titan/data/decompress.h"
 #include "titan/data/saved_dataset.h"
+#include "titan/data/setting_names.h"
 
 namespace titan::data {
 namespace {
@@ -139,9 +140,8 @@ MultiFileSource::MultiFileSource(std::string description,
 }
 
 nlohmann::ordered_json DocumentSource::record(int64_t index) {
-  fail_read("dataset file ", location(index),
-            " is not a file of JSON records; SFT (training.sft) reads .jsonl records with "
-            "\"messages\"");
+  fail_read("dataset file ", location(index), " is not a file of JSON records; SFT (",
+            setting_names().sft, ") reads .jsonl records with \"messages\"");
 }
 
 std::string DocumentSource::location(int64_t) const { return path_; }
@@ -223,13 +223,15 @@ std::string JsonlSource::text(int64_t index) {
   nlohmann::ordered_json j = record(index);
   if (!j.contains(text_field_) || !j[text_field_].is_string()) {
     // A chat dataset read as plain text: the likely fix is one flag away.
-    const bool conversation = !j.contains(text_field_) && j.contains("messages");
+    const bool conversation =
+        !j.contains(text_field_) && (j.contains("messages") || j.contains("conversations"));
     fail_read("dataset file ", path_, ":", line.number,
-              ": expected an object with a string field \"", text_field_,
-              "\" (training.dataset_text_field)",
-              conversation ? "; this record is a conversation ({\"messages\": [...]}): set "
-                             "training.sft = true to train on chat records"
-                           : "");
+              ": expected an object with a string field \"", text_field_, "\" (",
+              setting_names().text_field, ")",
+              conversation ? "; this record is a conversation (\"messages\" or ShareGPT's "
+                             "\"conversations\"): " +
+                                 setting_names().sft + " reads chat records"
+                           : std::string());
   }
   return std::move(j[text_field_].get_ref<std::string&>());
 }

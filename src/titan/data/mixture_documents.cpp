@@ -144,4 +144,20 @@ void MixtureDocuments::read_masked(int64_t index, std::vector<int32_t>& out,
   sources_[p.source].documents->read_masked(p.document, out, trainable);
 }
 
+std::vector<std::string> MixtureDocuments::report() const {
+  std::vector<std::string> lines;
+  for (const Source& source : sources_)
+    for (std::string& line : source.documents->report()) lines.push_back(std::move(line));
+  return lines;
+}
+
+std::string MixtureDocuments::why_nothing_trains() const {
+  std::string why;
+  for (const Source& source : sources_) {
+    const std::string one = source.documents->why_nothing_trains();
+    if (!one.empty()) why += (why.empty() ? "" : "; ") + source.documents->path() + ": " + one;
+  }
+  return why;
+}
+
 }  // namespace titan::data

@@ -42,6 +42,8 @@ class MixtureDocuments : public TokenDocuments {
   void read_masked(int64_t index, std::vector<int32_t>& out,
                    std::vector<uint8_t>& trainable) override;
   const std::string& path() const override { return description_; }
+  std::vector<std::string> report() const override;  // every source's
+  std::string why_nothing_trains() const override;
 
   // Which source gives mixture document `index`, and its index in that source.
   struct Pick {

@@ -33,6 +33,12 @@ class TokenDocuments {
                            std::vector<uint8_t>& trainable);
   // The dataset, for messages.
   virtual const std::string& path() const = 0;
+  // What the documents read so far hold that trains nothing (SFT records of roles the template
+  // does not render, without an assistant turn, ...; chat_documents.h): one line per kind,
+  // none when all is well. Thread-safe.
+  virtual std::vector<std::string> report() const { return {}; }
+  // When no document of the dataset has a token to learn: why, or "" when the kind cannot say.
+  virtual std::string why_nothing_trains() const { return ""; }
 };
 
 // Opens `path` as token shards when it names them (see above), otherwise as text documents

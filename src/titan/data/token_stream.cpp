@@ -11,6 +11,11 @@
 namespace titan::data {
 namespace {
 
+// The way out when a saved position does not fit the data (another file, another tokenizer).
+constexpr const char* kStartOver =
+    "; to read this data from its start, resume with --checkpoint.exclude_from_loading "
+    "dataloader";
+
 // A draw below `bound` without modulo bias (rejection of the incomplete last stretch).
 uint64_t uniform_below(std::mt19937_64& rng, uint64_t bound) {
   const uint64_t limit =
@@ -55,16 +60,28 @@ TokenStream::TokenStream(std::unique_ptr<TokenDocuments> documents, int64_t rank
   TITAN_CHECK(documents_->size() > 0, "dataset file ", path, " is empty (no documents)");
   TITAN_CHECK(documents_->size() > rank_, "dataset file ", path, " has ", documents_->size(),
               " documents, too few for data-parallel rank ", rank_, " of ", world_);
-  // An empty dataset would loop forever on eos tokens alone: find a document of this rank
-  // with more than its eos (usually the very first one).
+  // An empty dataset would loop forever on eos tokens alone, and one with nothing to learn
+  // (SFT records without an assistant turn) would fail at its first step: find a document of
+  // this rank with a label to train (usually the very first one).
+  const auto trains_something = [&] {
+    return std::find(trainable_.begin() + std::min<size_t>(1, trainable_.size()), trainable_.end(),
+                     uint8_t{1}) != trainable_.end();
+  };
   int64_t first = rank_;
   for (; first < documents_->size(); first += world_) {
     load_document(0, first);
-    if (tokens_.size() > 1) break;
+    if (tokens_.size() > 1 && trains_something()) break;
   }
-  TITAN_CHECK(first < documents_->size(), "dataset file ", path,
-              " is empty (no text in the documents of data-parallel rank ", rank_, " of ", world_,
-              ")");
+  if (first >= documents_->size()) {
+    const std::string why = documents_->why_nothing_trains();
+    TITAN_CHECK(why.empty(), "dataset file ", path, " has nothing to train",
+                world_ > 1 ? " for data-parallel rank " + std::to_string(rank_) + " of " +
+                                 std::to_string(world_)
+                           : std::string(),
+                ": ", why);
+    fail("dataset file ", path, " is empty (no text in the documents of data-parallel rank ", rank_,
+         " of ", world_, ")");
+  }
   load_document(0, rank_);
   position_ = {0, rank_, 0};
 }
@@ -186,17 +203,59 @@ void TokenStream::skip(int64_t n) {
   }
 }
 
+void TokenStream::read_pairs(int64_t n, int64_t* inputs, int64_t* labels, uint8_t* starts,
+                             uint8_t* trainable) {
+  while (n > 0) {
+    // The pairs of the current document are those before its last id.
+    const int64_t pairs = static_cast<int64_t>(tokens_.size()) - 1;
+    if (position_.offset >= pairs) {
+      next_document();
+      continue;  // a document of one id (an empty text's eos) gives no pair
+    }
+    const int64_t take = std::min<int64_t>(n, pairs - position_.offset);
+    std::copy_n(tokens_.begin() + position_.offset, take, inputs);
+    std::copy_n(tokens_.begin() + position_.offset + 1, take, labels);
+    if (starts != nullptr) {
+      std::fill_n(starts, take, uint8_t{0});
+      if (position_.offset == 0) starts[0] = 1;
+      starts += take;
+    }
+    if (trainable != nullptr) {
+      std::copy_n(trainable_.begin() + position_.offset + 1, take, trainable);
+      trainable += take;
+    }
+    inputs += take;
+    labels += take;
+    n -= take;
+    position_.offset += take;
+  }
+}
+
+void TokenStream::skip_pairs(int64_t n) {
+  while (n > 0) {
+    const int64_t pairs = static_cast<int64_t>(tokens_.size()) - 1;
+    if (position_.offset >= pairs) {
+      next_document();
+      continue;
+    }
+    const int64_t take = std::min<int64_t>(n, pairs - position_.offset);
+    n -= take;
+    position_.offset += take;
+  }
+}
+
 void TokenStream::seek(const StreamPosition& p) {
   const std::string& path = documents_->path();
   TITAN_CHECK(p.epoch >= 0 && p.document >= 0 && p.document < documents_->size() &&
                   p.document % world_ == rank_,
               "dataloader state (document ", p.document, ") does not fit dataset file ", path, " (",
-              documents_->size(), " documents) for data-parallel rank ", rank_, " of ", world_);
+              documents_->size(), " documents) for data-parallel rank ", rank_, " of ", world_,
+              kStartOver);
   load_document(p.epoch, p.document);
   TITAN_CHECK(p.offset >= 0 && p.offset <= static_cast<int64_t>(tokens_.size()),
               "dataloader state (offset ", p.offset, " in document ", p.document,
               ") does not fit dataset file ", path, ": the document has ", tokens_.size(),
-              " tokens; was the file or the tokenizer changed?");
+              " tokens; was the file or the tokenizer changed?", kStartOver);
   position_ = p;
 }
 

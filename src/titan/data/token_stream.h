@@ -53,6 +53,17 @@ class TokenStream {
   // tokens are targets (TokenDocuments::read_masked).
   void read(int64_t n, int64_t* out, uint8_t* starts = nullptr, uint8_t* trainable = nullptr);
 
+  // torchtitan 0.3.0's packing: the next n (input, label) pairs, each a token and the next one of
+  // the same document. A document of k ids (its eos last) gives k - 1 pairs, so no label crosses
+  // into the next document and the eos is never an input. starts[i] = 1 where pair i is its
+  // document's first; trainable[i] is the flag of labels[i]. A read that ends inside a document
+  // leaves the position there (its offset counts the pairs taken); one that ends a document
+  // leaves the offset at its last id.
+  void read_pairs(int64_t n, int64_t* inputs, int64_t* labels, uint8_t* starts = nullptr,
+                  uint8_t* trainable = nullptr);
+  // Advances by n pairs as read_pairs() would, without copying them.
+  void skip_pairs(int64_t n);
+
   StreamPosition position() const { return position_; }
   // Throws titan::Error when `p` does not fit this source and rank.
   void seek(const StreamPosition& p);

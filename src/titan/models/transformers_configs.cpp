@@ -31,6 +31,8 @@ TrainerConfig full() {
   c.optimizer.lr = 3e-4;
   c.lr_scheduler.warmup_steps = 100;
   c.activation_checkpoint.mode = "selective";
+  c.checkpoint.last_save_in_hf = true;  // what a recipe hands on: a folder Transformers loads
+  c.checkpoint.export_dtype = "bfloat16";
   c.metrics.log_freq = 10;
   return c;
 }

@@ -1,5 +1,6 @@
 #include "titan/train/final_export.h"
 
+#include <filesystem>
 #include <iostream>
 
 #include "titan/checkpoint/checkpoint_names.h"
@@ -8,6 +9,18 @@
 #include "titan/lora/peft_adapter.h"
 
 namespace titan::train {
+namespace {
+
+// "owner/name" that is not a path on this machine: a Hugging Face hub id.
+bool names_hub_model(const std::string& id) {
+  std::error_code ec;
+  const size_t slash = id.find('/');
+  return slash != std::string::npos && slash > 0 && slash + 1 < id.size() &&
+         id.find('/', slash + 1) == std::string::npos && id[0] != '.' &&
+         !std::filesystem::exists(id, ec);
+}
+
+}  // namespace
 
 void export_lora(const models::ModelSpec& spec, models::Model& model, const lora::LoraSetup& setup,
                  const std::string& merged_dir, const std::string& adapter_dir,
@@ -24,9 +37,19 @@ void export_lora(const models::ModelSpec& spec, models::Model& model, const lora
     const checkpoint::NativeTensors merged = lora::merged_weights(model, setup, layout);
     checkpoint::export_hf_directory(model, spec, merged_dir, export_dtype, max_shard_bytes,
                                     tokenizer_dir, layout, &merged);
-    if (layout.coordinator())
+    if (layout.coordinator()) {
       std::cout << "[titan] exported the merged Hugging Face checkpoint to " << merged_dir
                 << std::endl;
+      // QLoRA trained its adapters on the NF4 base: merged, they sit on its dequantised
+      // weights, while the adapter folder is applied to the original full-precision base.
+      if (setup.config.base_quantization == "nf4" && !adapter_dir.empty()) {
+        std::cout << "[titan] note: QLoRA's two exports are two models: " << merged_dir
+                  << " is the adapters merged into the NF4 base (dequantised), " << adapter_dir
+                  << " applies them to the original base; their logits differ by the NF4 "
+                     "quantisation error (docs/lora.md)"
+                  << std::endl;
+      }
+    }
   }
 }
 
@@ -42,8 +65,11 @@ ExportedFolders export_hf_if_requested(const config::TrainerConfig& cfg,
     if (format != "merged") out.adapter = dir + "-adapter";
     if (format != "adapter") out.hf = dir;
     // The adapter names its base as PEFT does (AutoPeftModelForCausalLM loads it from there):
-    // the folder it trained on, else model.hf_model.
-    const std::string base_name = lora->base.seed() ? cfg.model.hf_model : lora->base.folder();
+    // the hub id model.hf_model names (what an adapter shared on the hub points to, and what
+    // the fine-tune config functions set: Qwen/Qwen3-0.6B), else the folder it trained on.
+    const std::string base_name = lora->base.seed() || names_hub_model(cfg.model.hf_model)
+                                      ? cfg.model.hf_model
+                                      : lora->base.folder();
     export_lora(spec, model, *lora, out.hf, out.adapter, cfg.checkpoint.export_dtype,
                 checkpoint::parse_size(cfg.checkpoint.hf_max_shard_size), cfg.model.hf_assets_path,
                 base_name, layout);

@@ -6,6 +6,7 @@
 
 #include "titan/checkpoint/hf_import.h"
 #include "titan/checkpoint/training_checkpoint.h"
+#include "titan/train/resume_config_check.h"
 
 namespace fs = std::filesystem;
 
@@ -37,6 +38,10 @@ int64_t load_initial_state(const config::TrainerConfig& cfg, const models::Model
   const bool talk = layout.coordinator();
   const auto& ck = cfg.checkpoint;
   if (const std::optional<int64_t> step = checkpoints.resumable_step()) {
+    const auto& excluded = ck.exclude_from_loading;
+    if (std::find(excluded.begin(), excluded.end(), checkpoint::kModelPart) == excluded.end())
+      check_resumable_model(model.hf_config("float32"), cfg.model.name,
+                            checkpoints.step_dir(*step));
     checkpoints.resume(*step);
     if (talk) {
       std::cout << "[titan] resumed from training checkpoint " << checkpoints.step_dir(*step)
@@ -51,9 +56,17 @@ int64_t load_initial_state(const config::TrainerConfig& cfg, const models::Model
       std::cout << "[titan] fresh initialisation (seed " << cfg.training.seed << ")" << std::endl;
     return 0;
   }
-  if (!ck.initial_load_in_hf && fs::exists(fs::path(path) / "manifest.json")) {
+  // A training checkpoint (step-N, its manifest.json) is loaded as one whatever
+  // initial_load_in_hf says: its files are not a Hugging Face folder's.
+  if (fs::exists(fs::path(path) / "manifest.json")) {
     checkpoints.load_from(path, ck.initial_load_model_only);
-    if (talk) std::cout << "[titan] initial load from training checkpoint " << path << std::endl;
+    if (talk) {
+      std::cout << "[titan] initial load from training checkpoint " << path
+                << (ck.initial_load_in_hf
+                        ? " (a training checkpoint: checkpoint.initial_load_in_hf does not apply)"
+                        : "")
+                << std::endl;
+    }
     return 0;
   }
   if (spec.loads_pretrained_in_build) {

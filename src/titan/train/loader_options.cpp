@@ -12,6 +12,7 @@ data::LoaderOptions loader_options(const config::TrainerConfig& cfg, int32_t eos
   o.eos_id = eos_id;
   o.text_field = t.dataset_text_field;
   o.document_masking = t.document_masking;
+  o.shift_within_documents = t.packing == "torchtitan";
   if (t.shuffle) o.shuffle_seed = static_cast<uint64_t>(t.seed);
   o.prefetch = t.prefetch_batches;
   if (t.sft) o.chat_template = data::load_chat_template(cfg.model.hf_assets_path);

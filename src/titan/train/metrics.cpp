@@ -79,6 +79,7 @@ std::string format_step_line(const StepMetrics& m) {
     std::snprintf(buf, sizeof(buf), "  mfu: %.2f%%", *m.mfu);
     line += buf;
   }
+  if (m.trained_tokens) line += "  trained_tokens: " + std::to_string(*m.trained_tokens);
   if (m.skipped_steps > 0) line += "  skipped: " + std::to_string(m.skipped_steps);
   return line;
 }
@@ -106,6 +107,8 @@ void MetricsLogger::log(const StepMetrics& m) {
   j["data_loading_s"] = m.data_loading_s;
   j["data_documents_read"] = m.documents_read;
   if (m.validation_loss) j["validation_metrics/loss"] = *m.validation_loss;
+  if (m.trained_tokens) j["trained_tokens"] = *m.trained_tokens;
+  j["elapsed_s"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   jsonl_ << j.dump() << "\n";
   jsonl_.flush();
   if (tensorboard_) tensorboard_->add_scalars(m.step, tensorboard_scalars(m));

@@ -1,9 +1,11 @@
 // Step metrics: the torchtitan-style step line on stdout and one JSON object per logged step
-// in <dump_folder>/metrics.jsonl (docs/architecture.md section 3).
+// in <dump_folder>/metrics.jsonl (docs/architecture.md section 3), with the seconds since
+// training started (elapsed_s).
 #pragma once
 
 #include <ATen/ATen.h>
 
+#include <chrono>
 #include <fstream>
 #include <memory>
 #include <optional>
@@ -28,7 +30,9 @@ struct StepMetrics {
   double data_loading_s = 0;              // the step's wait for its batches (torchtitan's
                                           // data_loading time)
   std::optional<double> validation_loss;  // when the validator ran at this step
-  int64_t documents_read = 0;             // documents this rank read (tokenized) so far
+  // SFT: the step's trained (assistant) label tokens over all ranks, on the step line too.
+  std::optional<int64_t> trained_tokens;
+  int64_t documents_read = 0;  // documents this rank read (tokenized) so far
   // For the TensorBoard scalars (torchtitan's, tensorboard_tags.h), not in metrics.jsonl:
   std::optional<double> max_loss;  // the largest of the data-parallel ranks' mean token losses
   int64_t window_steps = 1;        // steps since the previous logged step
@@ -62,6 +66,8 @@ class MetricsLogger {
  private:
   std::ofstream jsonl_;
   bool enabled_;
+  // When the logger was made (the end of set-up): metrics.jsonl's elapsed_s counts from here.
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
   std::unique_ptr<EventWriter> tensorboard_;
 };
 

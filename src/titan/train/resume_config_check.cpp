@@ -1,6 +1,8 @@
 #include "titan/train/resume_config_check.h"
 
 #include "titan/checkpoint/training_checkpoint.h"
+
+#include <optional>
 #include "titan/common/error.h"
 #include "titan/common/strings.h"
 #include "titan/config/config_fields.h"
@@ -59,6 +61,9 @@ std::vector<std::string> resume_config_differences(const config::TrainerConfig& 
   if (const std::optional<int64_t> before = saved_global_batch(saved, state))
     compare(out, "global batch (rows per step)", *before, global_batch);
   compare(out, "training.seq_len", saved.training.seq_len, now.training.seq_len);
+  compare(out, "training.dataset_path", saved.training.dataset_path, now.training.dataset_path);
+  compare(out, "training.packing", saved.training.packing, now.training.packing);
+  compare(out, "training.eos_token", saved.training.eos_token, now.training.eos_token);
   compare(out, "training.steps", saved.training.steps, now.training.steps);
   compare(out, "optimizer.lr", saved.optimizer.lr, now.optimizer.lr);
   const auto& a = saved.lr_scheduler;
@@ -72,8 +77,60 @@ std::vector<std::string> resume_config_differences(const config::TrainerConfig& 
   return out;
 }
 
+std::optional<std::string> ignored_initial_load(const config::TrainerConfig& now,
+                                                const std::string& step_dir) {
+  const std::string& path = now.checkpoint.initial_load_path;
+  if (path.empty()) return std::nullopt;
+  const checkpoint::CheckpointReader reader(step_dir);
+  const nlohmann::json& state = reader.state();
+  if (state.contains("config") && state["config"].is_string()) {
+    config::TrainerConfig saved;
+    try {
+      config::apply_toml_text(saved, state["config"].get<std::string>(), step_dir);
+      if (saved.checkpoint.initial_load_path == path) return std::nullopt;  // the same job again
+    } catch (const Error&) {
+      // Another version's config: say it anyway.
+    }
+  }
+  return "checkpoint.initial_load_path " + path + " is not loaded: job.dump_folder " +
+         now.job.dump_folder + " already holds a training checkpoint, so the run resumes from " +
+         step_dir + "; to start from " + path + ", give another --job.dump_folder";
+}
+
+void check_resumable_model(const nlohmann::json& here, const std::string& name,
+                           const std::string& step_dir) {
+  const checkpoint::CheckpointReader reader(step_dir);
+  const nlohmann::json& state = reader.state();
+  if (!state.contains("model") || !state["model"].is_object()) return;
+  const nlohmann::json& saved = state["model"];
+  const std::string advice =
+      "; this run builds another model: resume it with the model settings it was saved with, "
+      "or give another --job.dump_folder (or --checkpoint.enable false) to train this one "
+      "afresh";
+  const std::string saved_name = saved.value("name", std::string("qwen3"));
+  TITAN_CHECK(saved_name == name, "job.dump_folder holds a training checkpoint, ", step_dir,
+              ", of model.name ", saved_name, ", not ", name, advice);
+  if (!saved.contains("hf_config") || !saved["hf_config"].is_object()) return;
+  const nlohmann::json& there = saved["hf_config"];
+  // The fields that decide the model's tensors and their shapes.
+  for (const char* field :
+       {"model_type", "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
+        "num_attention_heads", "num_key_value_heads", "head_dim", "num_experts",
+        "num_experts_per_tok", "moe_intermediate_size", "tie_word_embeddings"}) {
+    const nlohmann::json a = there.contains(field) ? there[field] : nlohmann::json();
+    const nlohmann::json b = here.contains(field) ? here[field] : nlohmann::json();
+    TITAN_CHECK(a == b, "job.dump_folder holds a training checkpoint, ", step_dir,
+                ", of another architecture: its ", field, " is ", a.is_null() ? "absent" : a.dump(),
+                ", this run's ", b.is_null() ? "absent" : b.dump(), advice);
+  }
+}
+
 void warn_on_resume_config_change(const config::TrainerConfig& now, int64_t global_batch,
                                   const std::string& step_dir, bool talk) {
+  if (talk) {
+    if (const std::optional<std::string> ignored = ignored_initial_load(now, step_dir))
+      print_warning(*ignored);
+  }
   const std::vector<std::string> differences =
       resume_config_differences(now, global_batch, step_dir);
   if (!talk || differences.empty()) return;

@@ -28,12 +28,9 @@ std::vector<std::string> config_warnings(const config::TrainerConfig& cfg,
   }
   if (cfg.training.sft && !cfg.training.document_masking) {
     warnings.push_back(
-        std::string("training.sft is on but training.document_masking is off: the conversations "
-                    "packed into a row attend to each other") +
-        (cfg.model.name == "transformers"
-             ? " (the Transformers backend has no block-causal attention yet; model.name qwen3 "
-               "masks them)"
-             : "; set training.document_masking = true"));
+        "training.sft is on but training.document_masking is off: the conversations packed into "
+        "a row attend to each other; set training.document_masking = true (or training.packing "
+        "hf_flattening or torchtitan)");
   }
   const bool bf16 = precision.compute_dtype == at::kBFloat16;
   if (bf16 && precision.device.is_cpu() &&

@@ -124,6 +124,9 @@ class Trainer {
           validation_loss) {
         progress_->clear();
         log_step(step, result, seconds, validation_loss);
+        // torchtitan's order: the step line, then its validation.
+        if (validation_loss && dist_.rank() == 0)
+          std::cout << format_validation_line(step, *validation_loss) << std::endl;
       } else {
         progress_->update(step, cfg_.training.steps, seconds);
       }
@@ -143,6 +146,7 @@ class Trainer {
     // Every rank says how much of the data it read itself (shared reading splits it).
     std::cout << "[titan] rank " << dist_.rank() << " of " << dist_.env.world_size << " read "
               << loader_->documents_read() << " documents" << std::endl;
+    for (const std::string& line : loader_->report()) print_warning(line);
     checkpoints_->finish();
     if (cfg_.checkpoint.enable) summary.checkpoint_dir = checkpoints_->step_dir(summary.last_step);
     // A stopped run is not finished: its final export waits for the resumed run's end.
@@ -162,6 +166,7 @@ class Trainer {
     double max_loss = 0;  // the largest data-parallel rank's mean token loss
     double grad_norm = 0;
     double lr = 0;
+    int64_t trained_tokens = 0;  // the step's label tokens over all ranks
   };
 
   // Whether a stop was requested on any rank (one tiny all-reduce per step when distributed).
@@ -184,8 +189,6 @@ class Trainer {
         },
         [this](double v) { return sum_over("loss", v); });
     parallel_->finish_forward_only();  // FSDP's last units kept their parameters gathered
-    progress_->clear();
-    if (dist_.rank() == 0) std::cout << format_validation_line(step, loss) << std::endl;
     return loss;
   }
 
@@ -438,6 +441,7 @@ class Trainer {
     TITAN_CHECK(values[1] > 0, "step ", step, " has no valid label tokens");
     StepResult result;
     result.loss = values[0];
+    result.trained_tokens = static_cast<int64_t>(values[1]);
     result.max_loss = values[4];
     result.lr = scheduler_->lr_at(step - 1);
     const char* nonfinite = nullptr;  // what was not finite, if anything, and its value
@@ -544,6 +548,7 @@ class Trainer {
     data_wait_logged_ = loader_->wait_seconds();
     m.documents_read = loader_->documents_read();
     m.validation_loss = validation_loss;
+    if (cfg_.training.sft) m.trained_tokens = r.trained_tokens;
     m.max_loss = r.max_loss;
     m.window_steps = step - last_logged_step_;
     m.window_seconds = std::chrono::duration<double>(Clock::now() - last_log_time_).count();

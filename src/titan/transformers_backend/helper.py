@@ -156,13 +156,17 @@ def plan(model):
             flops_numbers(model.config), router)
 
 
-def decoder_forward(model, decoder, ids, router):
+def decoder_forward(model, decoder, ids, router, position_ids=None):
     """The decoder's last hidden states (after its final norm), and the auxiliary loss of an MoE
-    model that asks for one (output_router_logits), scaled as the model's own forward does."""
-    if router:
-        out = decoder(input_ids=ids, use_cache=False, output_router_logits=True)
-    else:
-        out = decoder(input_ids=ids, use_cache=False)
+    model that asks for one (output_router_logits), scaled as the model's own forward does.
+
+    With position_ids that restart at 0 where a packed document starts (titan's document
+    masking), Transformers builds the block-causal mask itself, as it does for
+    DataCollatorWithFlattening's rows: a document attends to itself only."""
+    extra = {"output_router_logits": True} if router else {}
+    if position_ids is not None:
+        extra["position_ids"] = position_ids
+    out = decoder(input_ids=ids, use_cache=False, **extra)
     aux = None
     logits = getattr(out, "router_logits", None)
     if router and logits is not None:

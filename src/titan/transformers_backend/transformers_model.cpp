@@ -148,12 +148,28 @@ void TransformersModel::patch(HfUnit& unit, py::object module) {
 }
 
 models::ModelOutput TransformersModel::forward(const at::Tensor& input_ids) {
+  return run(input_ids, at::Tensor());
+}
+
+models::ModelOutput TransformersModel::forward_packed(const at::Tensor& input_ids,
+                                                      const models::PackedDocuments& documents) {
+  return run(input_ids, documents.positions);
+}
+
+models::ModelOutput TransformersModel::run(const at::Tensor& input_ids,
+                                           const at::Tensor& positions) {
   TITAN_CHECK(input_ids.dim() == 2, "input ids must be [batch, seq], got ", input_ids.sizes());
-  const at::Tensor ids = input_ids.to(slots_[output_slot_].tensor.device(), at::kLong);
+  const at::Device device = slots_[output_slot_].tensor.device();
+  const at::Tensor ids = input_ids.to(device, at::kLong);
+  models::Tensors inputs = {ids};
+  if (positions.defined()) inputs.push_back(positions.to(device, at::kLong));
   auto aux = std::make_shared<at::Tensor>();
   const models::Tensors out =
-      root_->forward({ids}, [this, aux](const models::Tensors& in) -> py::object {
-        py::tuple r = helper_->attr("decoder_forward")(*model_, *decoder_, in[0], router_logits_);
+      root_->forward(inputs, [this, aux](const models::Tensors& in) -> py::object {
+        py::tuple r =
+            in.size() > 1
+                ? helper_->attr("decoder_forward")(*model_, *decoder_, in[0], router_logits_, in[1])
+                : helper_->attr("decoder_forward")(*model_, *decoder_, in[0], router_logits_);
         if (!r[1].is_none()) *aux = r[1].cast<at::Tensor>();
         return r[0];
       });

@@ -28,7 +28,12 @@ PyRef hold(pybind11::object object);
 
 class TransformersModel;
 
-class HfUnit : public models::Module {
+// Both classes hold pybind11 objects, which pybind11 declares with hidden visibility: they are
+// hidden too (they never leave this library; titan reaches it through its C entry points), so
+// that GCC does not warn that a visible class holds hidden fields (-Wattributes).
+#define TITAN_PYBIND_HIDDEN __attribute__((visibility("hidden")))
+
+class TITAN_PYBIND_HIDDEN HfUnit : public models::Module {
  public:
   HfUnit(std::string path, TransformersModel& owner, std::vector<size_t> slots);
   void visit_parameters(const models::ParameterVisitor& visit) override;
@@ -44,13 +49,17 @@ class HfUnit : public models::Module {
   std::vector<size_t> slots_;
 };
 
-class TransformersModel : public models::Model, public models::LoraHost {
+class TITAN_PYBIND_HIDDEN TransformersModel : public models::Model, public models::LoraHost {
  public:
   // `model` is the built AutoModelForCausalLM; the GIL must be held.
   TransformersModel(pybind11::object model, pybind11::object helper, at::ScalarType compute_dtype);
   ~TransformersModel() override;
 
   models::ModelOutput forward(const at::Tensor& input_ids) override;
+  // Packed documents (document masking): the rows' positions go to Transformers as position_ids,
+  // from which it builds the block-causal mask and restarts the rotary positions per document.
+  models::ModelOutput forward_packed(const at::Tensor& input_ids,
+                                     const models::PackedDocuments& documents) override;
   at::Tensor output_weight() override;
   NamedTensors named_parameters() override;
   nlohmann::json hf_config(const std::string& dtype) const override;
@@ -89,6 +98,8 @@ class TransformersModel : public models::Model, public models::LoraHost {
     at::Tensor tensor;
   };
   void patch(HfUnit& unit, pybind11::object module);
+  // The decoder forward, with positions when defined.
+  models::ModelOutput run(const at::Tensor& input_ids, const at::Tensor& positions);
 
   at::ScalarType compute_dtype_;
   std::vector<Slot> slots_;

@@ -69,10 +69,20 @@ TEST(DerivedDefaults, ADatasetNameIsReadOrRefused) {
   const auto both = resolve({"--training.dataset", "chat", "--training.dataset_path", "x.jsonl"});
   EXPECT_EQ(both.config.training.dataset_path, "x.jsonl");
   EXPECT_CONTAINS(error_of([] {
+                    resolve({"--training.dataset", "wikitext"});
+                  }),
+                  "training.dataset = \"wikitext\": not a built-in dataset; accepted values are "
+                  "python_stdlib, chat");
+  // torchtitan's names: fine with a file of the user's (noted), refused without one.
+  const auto c4 = resolve({"--training.dataset", "c4", "--training.dataset_path", "c4.jsonl"});
+  EXPECT_EQ(c4.config.training.dataset_path, "c4.jsonl");
+  ASSERT_EQ(c4.notes.size(), 1u);
+  EXPECT_CONTAINS(c4.notes[0], "training.dataset = \"c4\": torchtitan's name");
+  EXPECT_CONTAINS(error_of([] {
                     resolve({"--training.dataset", "c4_test"});
                   }),
-                  "training.dataset = \"c4_test\": not a built-in dataset; accepted values are "
-                  "python_stdlib, chat");
+                  "training.dataset = \"c4_test\" is torchtitan's name for allenai/c4 on the "
+                  "Hugging Face hub, which titan does not download: give training.dataset_path");
 }
 
 TEST(DerivedDefaults, AnHfInitialLoadFolderSuppliesTheTokenizerAndConfig) {

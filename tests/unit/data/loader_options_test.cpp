@@ -114,6 +114,77 @@ TEST(DocumentMasking, PositionsRestartAtDocumentStartsAndCrossingLabelsAreIgnore
   }
 }
 
+// torchtitan 0.3.0's packing: seq_len pairs of each document's ids and their successors.
+LoaderOptions shifted(int64_t B, int64_t S) {
+  LoaderOptions o = options(B, S);
+  o.document_masking = true;
+  o.shift_within_documents = true;
+  return o;
+}
+
+TEST(ShiftWithinDocuments, RowsArePairsOfTheSameDocumentPositionsRestarting) {
+  TempFile file("docs.jsonl", jsonl(kDocs));
+  const int64_t B = 2, S = 7, steps = 4;
+  DataLoader loader(qwen3_tokenizer(), file.path(), shifted(B, S));
+  std::vector<int64_t> inputs, labels, positions;
+  while (inputs.size() < size_t(steps * B * S)) {
+    for (size_t d = 0; d < kDocs.size(); ++d) {
+      const std::vector<int64_t> ids = ids_of(d);
+      for (size_t i = 0; i + 1 < ids.size(); ++i) {
+        inputs.push_back(ids[i]);
+        labels.push_back(ids[i + 1]);
+        positions.push_back(static_cast<int64_t>(i));
+      }
+    }
+  }
+  for (int64_t step = 0; step < steps; ++step) {
+    const Batch b = loader.next();
+    for (int64_t r = 0; r < B; ++r) {
+      const int64_t start = (step * B + r) * S;
+      const auto in = row(b.inputs, r), out = row(b.labels, r), pos = row(b.positions, r);
+      for (int64_t i = 0; i < S; ++i) {
+        EXPECT_EQ(in[i], inputs[start + i]) << "row " << r << " pair " << i;
+        EXPECT_EQ(out[i], labels[start + i]) << "row " << r << " pair " << i;
+        EXPECT_NE(in[i], eos());  // the eos is a label only
+      }
+      // A row that starts inside a document numbers it from 0.
+      int64_t expected = 0;
+      for (int64_t i = 0; i < S; ++i) {
+        if (i > 0 && positions[start + i] == 0) expected = 0;
+        EXPECT_EQ(pos[i], expected++) << "row " << r << " pair " << i;
+      }
+    }
+  }
+}
+
+TEST(ShiftWithinDocuments, RanksKeepTheirRowsOfTheOneProcessStreamAndResume) {
+  TempFile file("docs.jsonl", jsonl(kDocs));
+  const int64_t B = 2, S = 5, steps = 4;
+  DataLoader whole(qwen3_tokenizer(), file.path(), shifted(2 * B, S));
+  LoaderOptions first = shifted(B, S), second = shifted(B, S);
+  first.row_ranks = second.row_ranks = 2;
+  second.row_rank = 1;
+  DataLoader rank0(qwen3_tokenizer(), file.path(), first);
+  DataLoader rank1(qwen3_tokenizer(), file.path(), second);
+  for (int64_t step = 0; step < steps; ++step) {
+    const Batch all = whole.next(), a = rank0.next(), b = rank1.next();
+    EXPECT_TRUE(at::equal(at::cat({a.inputs, b.inputs}), all.inputs)) << "step " << step;
+    EXPECT_TRUE(at::equal(at::cat({a.labels, b.labels}), all.labels)) << "step " << step;
+    EXPECT_TRUE(at::equal(at::cat({a.positions, b.positions}), all.positions)) << "step " << step;
+  }
+  // A resumed loader continues with the same batches; a windows loader refuses the state.
+  DataLoader resumed(qwen3_tokenizer(), file.path(), first);
+  resumed.load_state(rank0.state());
+  expect_same_batches(rank0, resumed, 3);
+  LoaderOptions windows = options(B, S);
+  windows.row_ranks = 2;
+  DataLoader other(qwen3_tokenizer(), file.path(), windows);
+  EXPECT_NE(titan::testing::error_of([&] { other.load_state(rank0.state()); })
+                .find("saved with training.packing torchtitan but this run packs with megatron "
+                      "or hf_flattening"),
+            std::string::npos);
+}
+
 TEST(DocumentMasking, ALiteralEosInsideATextDoesNotSplitItsDocument) {
   TempFile file("docs.jsonl", jsonl({"before <|endoftext|> after", "next"}));
   LoaderOptions o = options(1, 8);

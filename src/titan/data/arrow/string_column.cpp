@@ -4,6 +4,7 @@
 
 #include "titan/common/error.h"
 #include "titan/data/document_source.h"
+#include "titan/data/setting_names.h"
 
 namespace titan::data {
 
@@ -14,8 +15,8 @@ int find_text_column(const arrow::Schema& schema, const std::string& path,
     std::ostringstream present;
     for (int i = 0; i < schema.num_fields(); ++i)
       present << (i ? ", " : "") << schema.field(i)->name();
-    fail("dataset file ", path, " has no column \"", column,
-         "\" (training.dataset_text_field); its columns: ", present.str());
+    fail("dataset file ", path, " has no column \"", column, "\" (", setting_names().text_field,
+         "); its columns: ", present.str());
   }
   TITAN_CHECK(found.size() == 1, "dataset file ", path, " has ", found.size(), " columns named \"",
               column, "\"");
@@ -27,7 +28,7 @@ int find_text_column(const arrow::Schema& schema, const std::string& path,
       return found.front();
     default:
       fail("dataset file ", path, ": column \"", column, "\" holds ", type.ToString(),
-           ", not strings (training.dataset_text_field names the text column)");
+           ", not strings (", setting_names().text_field, " names the text column)");
   }
 }
 

@@ -127,7 +127,10 @@ bool try_write(const std::string& path, std::string_view bytes) {
 
 std::string tokenizer_cache_path(const std::string& json_file) {
   const std::filesystem::path p(json_file);
-  return (p.parent_path() / ("." + p.filename().string() + ".titan-cache-v1.bin")).string();
+  // Appended piece by piece: GCC 12 warns falsely (-Wstringop-overflow) on the chained +.
+  std::string name = ".";
+  name.append(p.filename().string()).append(".titan-cache-v1.bin");
+  return (p.parent_path() / name).string();
 }
 
 std::string encode_tokenizer_cache(const TokenizerJson& parsed, std::string_view source) {

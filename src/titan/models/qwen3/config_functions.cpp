@@ -141,25 +141,42 @@ void use_fused_kernels(TrainerConfig& c) {
   c.overrides.fallback = true;
 }
 
-// titan_kernels_qwen3(): Qwen3-30B-A3B (tokenizer and, when present, config.json from
-// assets/hf/Qwen3-30B-A3B, checked against the flavor), with the data-parallel setting of the
-// Transformers-backend recipe (FSDP over every rank).
+// titan_kernels_qwen3(): the recipe of the Transformers backend's
+// transformers_modeling_backend_full (and _native_qwen3) on Qwen3-30B-A3B (tokenizer and, when
+// present, config.json from assets/hf/Qwen3-30B-A3B, checked against the flavor), with the native
+// model and the fused kernels. The three recipe functions differ only in the model and the kernels:
+// the same data, batch, schedule, auxiliary loss, checkpointing and bf16 Hugging Face export, so
+// that from one base they train to the same losses (tests/integration/test_recipes.py).
 TrainerConfig titan_kernels_qwen3() {
-  TrainerConfig c = pretrain_moe("30B-A3B", "titan_kernels_qwen3", 2, 3e-4, "selective");
+  TrainerConfig c;
+  c.job.dump_folder = "./outputs/titan_kernels_qwen3";
   c.job.description = "Qwen3-30B-A3B, native model with the fused kernels";
+  c.model.name = "qwen3";
+  c.model.flavor = "30B-A3B";
   c.model.hf_model = "Qwen/Qwen3-30B-A3B";
   c.model.hf_assets_path = "assets/hf/Qwen3-30B-A3B";
   c.training.dataset = "python_stdlib";
   c.training.dataset_path = "assets/corpus/python_stdlib.jsonl";
+  c.training.steps = 1000;
+  c.training.local_batch_size = 2;
   c.training.seq_len = 2048;
+  c.training.device = "auto";
   c.parallelism.data_parallel_shard_degree = -1;
+  c.model.moe_load_balancing = "aux_loss";
+  c.model.router_aux_loss_coef = 0.001;
+  c.optimizer.lr = 3e-4;
+  c.lr_scheduler.warmup_steps = 100;
+  c.activation_checkpoint.mode = "selective";
+  c.checkpoint.last_save_in_hf = true;
+  c.checkpoint.export_dtype = "bfloat16";
+  c.metrics.log_freq = 10;
   use_fused_kernels(c);
   return c;
 }
 
-// The MoE debug model (8 experts, top-2) with the same kernels; 2 CPU cores. With
-// --model.flavor auto and a folder with a config.json in model.hf_assets_path, the model comes
-// from there instead.
+// The MoE debug model (8 experts, top-2) with the same kernels; 2 CPU cores: qwen3_debugmodel_moe
+// with the kernels attached. With --model.flavor auto and a folder with a config.json in
+// model.hf_assets_path, the model comes from there instead.
 TrainerConfig titan_kernels_qwen3_debugmodel() {
   TrainerConfig c = debug_model("debugmodel_moe", "titan_kernels_qwen3_debugmodel");
   c.job.description = "Qwen3-MoE debug model with the fused kernels";
@@ -174,6 +191,7 @@ TrainerConfig titan_kernels_qwen3_debugmodel() {
 // masking so that none sees another.
 void use_sft(TrainerConfig& c) {
   c.training.sft = true;
+  c.training.packing = "hf_flattening";
   c.training.document_masking = true;
   c.training.shuffle = true;
   c.training.dataset = "chat";

@@ -129,7 +129,7 @@ def test_checkpoint_reshards_across_world_sizes(tmp_path, small_corpus):
 def test_degrees_that_do_not_fit_the_world_fail(tmp_path, small_corpus):
     for extra, needle in (
             (["--parallelism.data_parallel_shard_degree", "3"], "data_parallel_shard_degree"),
-            (["--parallelism.pipeline_parallel_degree", "2"], "pipeline_parallel_degree = 2")):
+            (["--parallelism.pipeline_parallel_degree", "3"], "pipeline_parallel_degree=3")):
         proc = torchrun(2, base_args(tmp_path / "bad", small_corpus, "qwen3_debugmodel") +
                         ["--training.local_batch_size", "1", *extra], check=False, timeout=120)
         assert proc.returncode != 0

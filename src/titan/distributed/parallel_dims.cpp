@@ -22,12 +22,12 @@ ParallelDims make_parallel_dims(const config::ParallelismConfig& p, int64_t worl
     if (degree > 1)
       unbuilt.push_back(std::string("parallelism.") + key + " = " + std::to_string(degree));
   };
-  unsupported("pipeline_parallel_degree", p.pipeline_parallel_degree);
   unsupported("context_parallel_degree", p.context_parallel_degree);
   TITAN_CHECK(unbuilt.empty(), join(unbuilt),
               ": not built yet; titan builds data (data_parallel_replicate_degree, "
-              "data_parallel_shard_degree), tensor (tensor_parallel_degree) and expert "
-              "(expert_parallel_degree) parallelism so far; set ",
+              "data_parallel_shard_degree), tensor (tensor_parallel_degree), pipeline "
+              "(pipeline_parallel_degree) and expert (expert_parallel_degree) parallelism so "
+              "far; set ",
               unbuilt.size() == 1 ? "it" : "them", " to 1");
   config::check_parallel_degrees(p, world_size);
   ParallelDims dims;
@@ -50,8 +50,8 @@ MeshLayout::MeshLayout(const ParallelDims& dims) : dims_(dims) {
 }
 
 const std::vector<std::string>& MeshLayout::group_names() {
-  static const std::vector<std::string> names = {"world", "pp", "dp_replicate", "dp_shard", "dp",
-                                                 "cp",    "tp", "ep",           "efsdp"};
+  static const std::vector<std::string> names = {
+      "world", "pp", "dp_replicate", "dp_shard", "dp", "cp", "tp", "ep", "efsdp", "stage"};
   return names;
 }
 
@@ -79,6 +79,7 @@ std::vector<int64_t> MeshLayout::key(const std::string& group, int64_t rank) con
   if (group == "tp") return {p, r, s, c};
   if (group == "ep") return {p, r, flat / d.ep};
   if (group == "efsdp") return {p, r, flat % d.ep};
+  if (group == "stage") return {p};
   fail("mesh: no group named '", group, "'; the groups are ", join(group_names()));
 }
 

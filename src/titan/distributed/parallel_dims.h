@@ -12,7 +12,8 @@
 //
 // The groups of this layout, by name (MeshLayout::group_names()):
 //   world, pp, dp_replicate, dp_shard, dp (dp_replicate x dp_shard: the ranks that read
-//   different batch rows), cp, tp, ep, efsdp.
+//   different batch rows), cp, tp, ep, efsdp, stage (every dimension but pp: the ranks of one
+//   pipeline stage, which hold the same layers).
 #pragma once
 
 #include <cstdint>
@@ -41,8 +42,8 @@ struct ParallelDims {
 };
 
 // Reads the parallelism section against the world size: resolves data_parallel_shard_degree -1,
-// refuses degrees whose parallelism is not built yet (pipeline and context parallelism: one
-// message, one place), then checks the product against the world size with one error naming
+// refuses degrees whose parallelism is not built yet (context parallelism: one message, one
+// place), then checks the product against the world size with one error naming
 // every degree.
 ParallelDims make_parallel_dims(const config::ParallelismConfig& config, int64_t world_size);
 

@@ -692,9 +692,13 @@ class Trainer {
     std::ostringstream line;
     line.setf(std::ios::fixed);
     line.precision(3);
-    line << "[titan] rank " << dist_.rank() << " of " << dist_.env.world_size << " pipeline";
-    for (const LocalStages::Stage& stage : static_cast<LocalStages&>(*model_).stages())
-      line << " stage " << stage.index;
+    line << "[titan] rank " << dist_.rank() << " of " << dist_.env.world_size << " pipeline "
+         << (static_cast<LocalStages&>(*model_).stages().size() == 1 ? "stage" : "stages");
+    std::string sep = " ";
+    for (const LocalStages::Stage& stage : static_cast<LocalStages&>(*model_).stages()) {
+      line << sep << stage.index;
+      sep = ", ";
+    }
     line << ": waited " << waited << " s of " << ran << " s in the schedules (bubble ";
     line.precision(1);
     line << (ran > 0 ? 100.0 * waited / ran : 0.0) << "%), peak memory ";

@@ -298,7 +298,8 @@ StageOutput Decoder::forward_stage(const StageInput& input) {
               stage_.embedding ? "token ids [batch, seq]" : "hidden states [batch, seq, hidden]",
               " of this stage are missing");
   const at::Device dev = device();
-  const int64_t B = first.size(0), S = first.size(1);
+  const int64_t B = first.size(0);
+  const int64_t S = input.sequence_length > 0 ? input.sequence_length : first.size(1);
   const int64_t length = input.positions_end > 0 ? input.positions_end : S;
   // Each row's own positions: rows of the [length, d] tables, the values Hugging Face computes
   // for those position ids.

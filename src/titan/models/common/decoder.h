@@ -153,6 +153,9 @@ struct StageInput {
   // below `positions_end` (0: S).
   at::Tensor positions;
   int64_t positions_end = 0;
+  // The rows' length, when `hidden` holds a part of it (sequence parallelism splits the
+  // sequence over tp between the blocks); 0: the input's own.
+  int64_t sequence_length = 0;
   // [B, S] int64 each token's document (block-causal attention); undefined: causal rows.
   at::Tensor document_ids;
 };

@@ -50,6 +50,7 @@ void PipelineStage::forward(int64_t m, const data::Batch& batch, const at::Tenso
     // A leaf of this stage's graph: its gradient is what goes back to the previous stage.
     mb.input = input.detach().requires_grad_(scale_ != nullptr);
     in.hidden = mb.input;
+    in.sequence_length = batch.inputs.size(1);  // the input may hold a part of it (tp)
   }
   const models::PackedDocuments documents = packed_documents(batch, device_);
   in.positions = documents.positions;
@@ -102,7 +103,8 @@ at::Tensor PipelineStage::routing(int64_t m) const { return at_microbatch(m).rou
 void PipelineStage::backward(int64_t m, Backward part, const at::Tensor& grad,
                              const at::Tensor& totals) {
   Microbatch& mb = at_microbatch(m);
-  if (mb.roots.empty()) {  // a non-last stage's first backward action for this microbatch
+  if (mb.backward_done) return;  // a last stage's W: its I was the whole backward (below)
+  if (mb.roots.empty()) {        // a non-last stage's first backward action for this microbatch
     TITAN_CHECK(grad.defined(), "pipeline: stage ", index_, " got no gradient for microbatch ", m);
     mb.roots = {mb.output};
     mb.grads = {grad.to(mb.output.scalar_type())};
@@ -119,6 +121,9 @@ void PipelineStage::backward(int64_t m, Backward part, const at::Tensor& grad,
       }
     }
   }
+  // The last stage's I is its whole backward and its W nothing (PyTorch merges them too): the
+  // loss's kernel scales its saved gradients in place and cannot be run through twice.
+  if (part == Backward::kInput && last()) part = Backward::kFull;
   if (part == Backward::kInput) {
     // The first stage's input needs no gradient: its whole backward waits for W.
     if (first()) return;
@@ -129,6 +134,7 @@ void PipelineStage::backward(int64_t m, Backward part, const at::Tensor& grad,
   // which nothing reads; the weights' gradients need most of the same graph anyway).
   torch::autograd::backward(mb.roots, mb.grads);
   if (part == Backward::kFull && !first()) mb.input_grad = mb.input.grad();
+  mb.backward_done = true;
   // The graph is freed; what the previous stage still needs stays.
   mb.roots.clear();
   mb.grads.clear();

@@ -2,7 +2,9 @@
 // _PipelineStage, without the transfers: schedule_runner.h moves the tensors): the forward of
 // its blocks from the token ids (first stage) or the previous stage's activations (a leaf whose
 // gradient goes back), the loss on the last stage, and the backward whole (B) or in two parts,
-// to the stage's input (I, for the previous stage at once) and to its weights (W, later).
+// to the stage's input (I, for the previous stage at once) and to its weights (W, later). The
+// last stage runs its whole backward at I (the loss's kernels scale their saved gradients in
+// place, so its graph is run through once) and nothing at W.
 //
 // Losses, as one process computes them: the last stage's summed token cross-entropy over the
 // step's global count of valid tokens. With the MoE auxiliary loss, Hugging Face's
@@ -71,6 +73,7 @@ class PipelineStage {
     models::LoadBalancingSums sums;  // this stage's (probabilities with their graph)
     std::vector<at::Tensor> roots, grads;  // where the backward starts, once known
     at::Tensor input_grad;
+    bool backward_done = false;
   };
   Microbatch& at_microbatch(int64_t m);
   const Microbatch& at_microbatch(int64_t m) const;

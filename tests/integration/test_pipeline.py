@@ -265,6 +265,22 @@ def test_bad_pipelines_fail_with_one_clear_error(tmp_path, small_corpus, extra, 
     assert needle in proc.stdout + proc.stderr, (proc.stdout + proc.stderr)[-3000:]
 
 
+def test_configs_print_shows_the_pipeline_in_the_mesh():
+    proc = subprocess.run([str(TITAN), "configs", "--module", "qwen3", "--config",
+                           "qwen3_debugmodel", "--parallelism.pipeline_parallel_degree", "2",
+                           "--parallelism.tensor_parallel_degree", "2", "--print"],
+                          capture_output=True, text=True, env=dict(os.environ, WORLD_SIZE="8"))
+    assert proc.returncode == 0, proc.stderr
+    # torch.arange(8).view(pp 2, dp_replicate 1, dp_shard 2, cp 1, tp 2)
+    mesh = torch.arange(8).view(2, 1, 2, 1, 2)
+    assert "world 8: pp 2, dp_replicate 1, dp_shard 2, cp 1, tp 2" in proc.stdout
+    for group, ranks in {"pp": mesh[:, 0, 0, 0, 0], "stage": mesh[0].flatten(),
+                         "dp_shard": mesh[0, 0, :, 0, 0]}.items():
+        line = f"{group} of rank 0: ranks " + ", ".join(str(int(r)) for r in ranks)
+        assert line in proc.stdout, (line, proc.stdout)
+    assert 'pipeline_parallel_schedule = "1F1B"' in proc.stdout
+
+
 def test_the_transformers_backend_refuses_a_pipeline(tmp_path, small_corpus):
     module = "transformers_modeling_backend"
     proc = torchrun(2, ["train", "--module", module, "--config", f"{module}_debugmodel",

@@ -5,7 +5,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
-#include <limits>
 #include <map>
 #include <set>
 #include <sstream>
@@ -24,7 +23,6 @@
 #include "titan/models/common/decoder.h"
 #include "titan/models/materialize.h"
 #include "titan/models/model_spec.h"
-#include "titan/train/batch_loss.h"
 #include "titan/train/checkpoint_manager.h"
 #include "titan/train/checkpoint_parts.h"
 #include "titan/train/distributed_setup.h"
@@ -141,8 +139,10 @@ class Trainer {
       // Every rank stops after the same step: the first to see a signal decides for all.
       const bool stopping = stop_agreed();
       checkpoints_->maybe_save(step, /*last=*/step == cfg_.training.steps || stopping);
-      // The first step may be slow (allocation, first collectives): it had the init timeout.
+      // The first step may be slow (allocation, first collectives): it had the init timeout,
+      // and the pipeline's bubble is measured from the next one on.
       if (step == first_step_ && dist_.world) dist_.world->use_train_timeout();
+      if (step == first_step_ && pipeline_ != nullptr) pipeline_->take_times();
       if (stopping && step < cfg_.training.steps) {
         summary.stop_signal = stop_->signal() != 0 ? stop_->signal() : -1;
         break;
@@ -298,9 +298,8 @@ class Trainer {
                 "parallelism.pipeline_parallel_degree = ", dist_.dims.pp,
                 ": model.converters (LoRA) does not run under pipeline "
                 "parallelism yet");
-    const int64_t rank = dist_.dims.pp > 1 ? pipeline_rank() : 0;
     std::vector<LocalStages::Stage> stages;
-    for (int64_t index : plan_->placement.stages_of(rank)) {
+    for (int64_t index : plan_->placement.stages_of(pipeline_rank())) {
       std::unique_ptr<models::Model> stage = spec_->build(cfg_, build);
       spec_->pipeline(*stage, plan_->parts[index]);
       stages.push_back({index, std::move(stage)});
@@ -686,7 +685,8 @@ class Trainer {
   }
 
   // Under a pipeline, each rank's wait for transfers over its time in the schedules (its share
-  // of the bubble), and its peak memory: what bench/pipeline_schedules.py reads.
+  // of the bubble) after the first step, and its peak memory: what bench/pipeline_schedules.py
+  // reads.
   void log_pipeline_times() {
     const auto [waited, ran] = pipeline_->take_times();
     std::ostringstream line;

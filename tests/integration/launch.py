@@ -3,6 +3,7 @@ curves they log, shared by the distributed tests."""
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 from conftest import TITAN, read_metrics
 
@@ -33,3 +34,18 @@ def assert_close(a, b, what, rel=1e-5):
     assert len(a) == len(b), (what, a, b)
     for x, y in zip(a, b):
         assert abs(x - y) <= rel * abs(y), (what, a, b)
+
+
+def rank_pid(agent_pid, rank):
+    """The pid of the child of a torchrun agent that has RANK=rank, or None."""
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            parent = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            env = (proc / "environ").read_bytes().split(b"\0")
+        except (OSError, ValueError, IndexError):
+            continue
+        if parent == agent_pid and f"RANK={rank}".encode() in env:
+            return int(proc.name)
+    return None

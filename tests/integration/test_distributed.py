@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, TITAN, TOKENIZER_DIR, read_metrics
-from launch import TORCHRUN, assert_close, curves, torchrun
+from launch import TORCHRUN, assert_close, curves, rank_pid, torchrun
 
 STEPS = 5
 GLOBAL_BATCH = 4
@@ -129,7 +129,7 @@ def test_checkpoint_reshards_across_world_sizes(tmp_path, small_corpus):
 def test_degrees_that_do_not_fit_the_world_fail(tmp_path, small_corpus):
     for extra, needle in (
             (["--parallelism.data_parallel_shard_degree", "3"], "data_parallel_shard_degree"),
-            (["--parallelism.pipeline_parallel_degree", "2"], "pipeline_parallel_degree = 2")):
+            (["--parallelism.pipeline_parallel_degree", "3"], "pipeline_parallel_degree=3")):
         proc = torchrun(2, base_args(tmp_path / "bad", small_corpus, "qwen3_debugmodel") +
                         ["--training.local_batch_size", "1", *extra], check=False, timeout=120)
         assert proc.returncode != 0
@@ -147,21 +147,6 @@ def test_ranks_with_different_configs_fail(tmp_path, small_corpus):
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0
     assert "rank 1 resolved a different config than rank 0" in out, out[-3000:]
-
-
-def rank_pid(agent_pid, rank):
-    """The pid of the child of a torchrun agent that has RANK=rank, or None."""
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            parent = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            env = (proc / "environ").read_bytes().split(b"\0")
-        except (OSError, ValueError, IndexError):
-            continue
-        if parent == agent_pid and f"RANK={rank}".encode() in env:
-            return int(proc.name)
-    return None
 
 
 def start_long_run(tmp_path, small_corpus, timeout_seconds, config="qwen3_debugmodel", extra=()):

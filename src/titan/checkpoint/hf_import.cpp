@@ -56,13 +56,19 @@ at::Tensor HfWeights::read(const std::string& name) const {
 void load_hf_weights(models::Model& model, const models::ModelSpec& spec, const std::string& dir,
                      const TensorLayout& layout) {
   const NamedTensors params = model.named_parameters();
-  // What the adapter must produce: the full shapes (meta tensors cost nothing).
-  NamedTensors expected;
   std::vector<LocalPiece> pieces;
+  std::map<std::string, std::vector<int64_t>> global;
   for (const auto& [name, p] : params) {
     pieces.push_back(layout.piece(name, p));
-    expected.emplace_back(name,
-                          at::empty(pieces.back().global_shape, p.options().device(at::kMeta)));
+    global[name] = pieces.back().global_shape;
+  }
+  // What the adapter must produce: the whole model's parameters with their full shapes (meta
+  // tensors cost nothing), a pipeline stage's included, though it reads only its own.
+  NamedTensors expected;
+  for (const auto& [name, t] : model.initialisation_order()) {
+    auto it = global.find(name);
+    expected.emplace_back(name, at::empty(it != global.end() ? it->second : t.sizes().vec(),
+                                          t.options().device(at::kMeta)));
   }
   const HfWeights weights(dir, spec, expected);
   // One tensor at a time, its mapped pages dropped from memory every so often.

@@ -42,7 +42,9 @@ class HfWeights {
 };
 
 // Loads model.safetensors (or the sharded index) of `dir` into `model`'s parameters, casting
-// to their dtype/device; with a sharded `layout`, each parameter gets the rows this rank holds.
+// to their dtype/device; with a sharded `layout`, each parameter gets the rows this rank holds;
+// a pipeline stage reads its own parameters (the checkpoint is checked against the whole
+// model's, Model::initialisation_order).
 // Every tensor is checked before the first parameter is written: on any error (missing,
 // unexpected or mis-shaped tensors, named) the model is left unchanged.
 void load_hf_weights(models::Model& model, const models::ModelSpec& spec, const std::string& dir,

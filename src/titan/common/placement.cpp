@@ -108,8 +108,14 @@ Box local_box(const TensorPlacement& p) {
 }
 
 bool writes_piece(const TensorPlacement& p) {
+  return std::all_of(p.on.begin(), p.on.end(), [](const PlacedOn& on) {
+    return on.placement.is_shard() || on.placement.is_owned() || on.index == 0;
+  });
+}
+
+bool writes_companion(const TensorPlacement& p) {
   return std::all_of(p.on.begin(), p.on.end(),
-                     [](const PlacedOn& on) { return on.placement.is_shard() || on.index == 0; });
+                     [](const PlacedOn& on) { return on.placement.is_owned() || on.index == 0; });
 }
 
 std::string describe(const TensorPlacement& p) {
@@ -117,8 +123,9 @@ std::string describe(const TensorPlacement& p) {
   for (size_t i = 0; i < p.on.size(); ++i) {
     const PlacedOn& on = p.on[i];
     out += (i ? ", " : "") + on.mesh_dim + ": " +
-           (on.placement.is_shard() ? "Shard(" + std::to_string(on.placement.dim) + ")"
-                                    : std::string("Replicate"));
+           (on.placement.is_shard()   ? "Shard(" + std::to_string(on.placement.dim) + ")"
+            : on.placement.is_owned() ? std::string("Owned")
+                                      : std::string("Replicate"));
   }
   return out + "]";
 }

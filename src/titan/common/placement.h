@@ -4,7 +4,9 @@
 //
 // A tensor has a global shape and is laid over a list of mesh dimensions, each a process group
 // ("dp_shard", "tp", "ep", ...). On each it is either replicated (every rank of the dimension
-// holds the same values) or sharded on one tensor dimension. The list is in application order:
+// holds the same values) or sharded on one tensor dimension, or owned: held whole by this
+// coordinate alone, the other coordinates holding other tensors (a pipeline stage's tensors
+// on pp; each stage writes its own to checkpoints). The list is in application order:
 // each entry splits what the entries before it left on this rank. So tensor parallelism then
 // FSDP on dim 0 (a column-parallel weight) is [tp: Shard(0), dp_shard: Shard(0)]: the TP rank's
 // rows, split again by FSDP.
@@ -23,11 +25,14 @@
 namespace titan {
 
 struct Placement {
-  int64_t dim = -1;  // the tensor dimension split; -1: replicated
+  static constexpr int64_t kOwned = -2;
+  int64_t dim = -1;  // the tensor dimension split; -1: replicated; kOwned: owned
 
   static Placement replicate() { return {}; }
   static Placement shard(int64_t dim) { return {dim}; }
+  static Placement owned() { return {kOwned}; }
   bool is_shard() const { return dim >= 0; }
+  bool is_owned() const { return dim == kOwned; }
   bool operator==(const Placement& other) const { return dim == other.dim; }
 };
 
@@ -83,6 +88,9 @@ Box local_box(const TensorPlacement& placement);
 // Whether this rank writes its piece (to checkpoints): the first rank of every dimension the
 // tensor is replicated over, so that the pieces written tile the tensor exactly once.
 bool writes_piece(const TensorPlacement& placement);
+// Whether this rank writes a tensor that is whole wherever `placement`'s tensor lies (its
+// optimizer step counter): the first rank of every dimension but those it is owned on.
+bool writes_companion(const TensorPlacement& placement);
 
 // "[tp: Shard(0), dp_shard: Shard(0)]", for messages and the startup log.
 std::string describe(const TensorPlacement& placement);

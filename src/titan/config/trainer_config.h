@@ -202,6 +202,11 @@ struct ParallelismConfig {
   int64_t data_parallel_shard_degree = -1;
   int64_t tensor_parallel_degree = 1;
   int64_t pipeline_parallel_degree = 1;
+  std::string pipeline_parallel_schedule = "1F1B";
+  int64_t pipeline_parallel_microbatch_size = 1;
+  int64_t pipeline_parallel_layers_per_stage = -1;
+  int64_t pipeline_parallel_first_stage_less_layers = 1;
+  int64_t pipeline_parallel_last_stage_less_layers = 1;
   int64_t context_parallel_degree = 1;
   int64_t expert_parallel_degree = 1;
   std::string context_parallel_load_balancer = "headtail";
@@ -216,7 +221,20 @@ struct ParallelismConfig {
     v("data_parallel_shard_degree", data_parallel_shard_degree,
       "FSDP shards; -1: whatever is left of the world size");
     v("tensor_parallel_degree", tensor_parallel_degree, "tensor-parallel degree");
-    v("pipeline_parallel_degree", pipeline_parallel_degree, "pipeline-parallel degree");
+    v("pipeline_parallel_degree", pipeline_parallel_degree,
+      "pipeline-parallel degree: ranks the layers are split over, in stages (docs/distributed.md)");
+    v("pipeline_parallel_schedule", pipeline_parallel_schedule,
+      "the pipeline's order of forwards and backwards: GPipe, 1F1B (one stage per rank), "
+      "Interleaved1F1B, InterleavedZeroBubble or ZBVZeroBubble (several stages per rank)");
+    v("pipeline_parallel_microbatch_size", pipeline_parallel_microbatch_size,
+      "rows of a pipeline microbatch; training.local_batch_size is split into microbatches of it");
+    v("pipeline_parallel_layers_per_stage", pipeline_parallel_layers_per_stage,
+      "layers of each stage, which sets the number of stages; -1: one stage per rank (two with "
+      "the multi-stage schedules), the layers spread evenly");
+    v("pipeline_parallel_first_stage_less_layers", pipeline_parallel_first_stage_less_layers,
+      "the first stage holds this many layers fewer than the others (it holds the embedding)");
+    v("pipeline_parallel_last_stage_less_layers", pipeline_parallel_last_stage_less_layers,
+      "the last stage holds this many layers fewer than the others (it holds the norm and head)");
     v("context_parallel_degree", context_parallel_degree,
       "context-parallel degree: each rank holds 1/cp of every row's tokens");
     v("context_parallel_load_balancer", context_parallel_load_balancer,

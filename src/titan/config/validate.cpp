@@ -1,10 +1,12 @@
 #include "titan/config/validate.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <string>
 #include <vector>
 
+#include "titan/common/did_you_mean.h"
 #include "titan/common/error.h"
 #include "titan/common/strings.h"
 #include "titan/config/field_values.h"
@@ -49,12 +51,57 @@ std::string describe_degrees(const ParallelismConfig& p) {
          "context_parallel_degree x tensor_parallel_degree)";
 }
 
+std::string to_lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// The pipeline's schedule (by torchtitan's names, in any case), its stage split and its
+// microbatches; the split over the model's layers is checked when the model is built.
+void check_pipeline(const ParallelismConfig& p, const TrainingConfig& t) {
+  check_pipeline_schedule(p.pipeline_parallel_schedule);
+  check_at_least("parallelism.pipeline_parallel_microbatch_size",
+                 p.pipeline_parallel_microbatch_size, 1);
+  check_range(
+      p.pipeline_parallel_layers_per_stage == -1 || p.pipeline_parallel_layers_per_stage >= 1,
+      "parallelism.pipeline_parallel_layers_per_stage", p.pipeline_parallel_layers_per_stage,
+      ">= 1 or -1 (one stage per rank, two with the multi-stage schedules)");
+  check_at_least("parallelism.pipeline_parallel_first_stage_less_layers",
+                 p.pipeline_parallel_first_stage_less_layers, 0);
+  check_at_least("parallelism.pipeline_parallel_last_stage_less_layers",
+                 p.pipeline_parallel_last_stage_less_layers, 0);
+  if (p.pipeline_parallel_degree > 1 &&
+      t.local_batch_size % p.pipeline_parallel_microbatch_size != 0)
+    fail("training.local_batch_size = ", t.local_batch_size,
+         " does not divide into pipeline microbatches of "
+         "parallelism.pipeline_parallel_microbatch_size = ",
+         p.pipeline_parallel_microbatch_size, " rows");
+}
+
 void check_activation_checkpoint(const ActivationCheckpointConfig& ac) {
   check_one_of("activation_checkpoint.mode", ac.mode, {"none", "selective", "full"});
   if (ac.mode == "selective") selective_ac_frequency(ac.selective_ac_option);
 }
 
 }  // namespace
+
+const std::vector<std::string>& pipeline_schedule_names() {
+  static const std::vector<std::string> names = {"GPipe", "1F1B", "Interleaved1F1B",
+                                                 "InterleavedZeroBubble", "ZBVZeroBubble"};
+  return names;
+}
+
+void check_pipeline_schedule(const std::string& name) {
+  std::vector<std::string> lower;
+  for (const std::string& accepted : pipeline_schedule_names()) lower.push_back(to_lower(accepted));
+  if (std::find(lower.begin(), lower.end(), to_lower(name)) != lower.end()) return;
+  const std::string best = closest_name(to_lower(name), lower);
+  std::string hint;
+  for (const std::string& accepted : pipeline_schedule_names())
+    if (to_lower(accepted) == best) hint = " (did you mean \"" + accepted + "\"?)";
+  fail("parallelism.pipeline_parallel_schedule = \"", name, "\"", hint, ": accepted values are ",
+       join(pipeline_schedule_names()));
+}
 
 void check_one_of(const std::string& key, const std::string& value,
                   const std::vector<std::string>& accepted) {
@@ -156,6 +203,7 @@ void validate_config(const TrainerConfig& c, const std::vector<std::string>& mod
   check_degrees(c.parallelism);
   check_one_of("parallelism.fsdp_reshard_after_forward", c.parallelism.fsdp_reshard_after_forward,
                {"default", "always", "never"});
+  check_pipeline(c.parallelism, c.training);
 
   validate_optimizer_config(c.optimizer);
 

@@ -20,6 +20,11 @@ void validate_config(const TrainerConfig& config, const std::vector<std::string>
 // The optimizer section alone (the optimizer checks its config with this too).
 void validate_optimizer_config(const OptimizerConfig& optimizer);
 
+// parallelism.pipeline_parallel_schedule's accepted values (torchtitan's names; any case).
+const std::vector<std::string>& pipeline_schedule_names();
+// Throws naming the value, with a did-you-mean, unless it is one of them.
+void check_pipeline_schedule(const std::string& name);
+
 // The one wording for a value outside a fixed set, used by every parser of config values:
 // `key = "value": accepted values are a, b, c`.
 void check_one_of(const std::string& key, const std::string& value,

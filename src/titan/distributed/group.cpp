@@ -13,6 +13,8 @@ struct InFlight {
   c10::intrusive_ptr<c10d::Work> work;
   std::string what;  // "all_gather on group shard (rank 1 of 2)"
   std::function<std::string()> diagnose;
+  std::chrono::milliseconds timeout{0};  // 0: the backend's
+  std::vector<at::Tensor> keep;          // what a send reads until it is done
 };
 
 c10d::ReduceOp to_c10d(ReduceOp op) {
@@ -39,7 +41,11 @@ void Group::Pending::wait() {
   if (!state_) return;
   auto* flight = static_cast<InFlight*>(state_.get());
   try {
-    flight->work->wait();
+    if (flight->timeout.count() > 0) {
+      flight->work->wait(flight->timeout);
+    } else {
+      flight->work->wait();
+    }
   } catch (const std::exception& e) {
     const std::string what = flight->what;
     auto diagnose = flight->diagnose;
@@ -75,9 +81,13 @@ const std::vector<int64_t>& Group::global_ranks() const { return impl_->global_r
 
 namespace {
 
+// `timeout` (0: the backend's) bounds the wait; `keep` stays alive until the work is done.
 template <class Launch>
-Group::Pending launch(const Group::Impl& g, const char* op, Launch&& start) {
+Group::Pending launch(const Group::Impl& g, const char* op, Launch&& start,
+                      std::chrono::milliseconds timeout = {}, std::vector<at::Tensor> keep = {}) {
   auto flight = std::make_shared<InFlight>();
+  flight->timeout = timeout;
+  flight->keep = std::move(keep);
   flight->what = std::string(op) + " on group " + g.name + " (rank " + std::to_string(g.rank) +
                  " of " + std::to_string(g.global_ranks.size()) + ")";
   flight->diagnose = g.diagnose;
@@ -196,7 +206,45 @@ void Group::barrier() {
 }
 
 void Group::set_timeout(std::chrono::milliseconds timeout) {
+  impl_->timeout = timeout;
   if (impl_->backend) impl_->backend->setTimeout(timeout);
+}
+
+namespace {
+
+// The tag of every point-to-point transfer: pairs are matched by their order (group.h).
+constexpr int kPointToPointTag = 0;
+
+void check_peer(const Group::Impl& g, int64_t peer, const char* op) {
+  TITAN_CHECK(g.backend != nullptr, op, " on group ", g.name,
+              ": a group of one process has no peer to exchange with");
+  TITAN_CHECK(peer >= 0 && peer < static_cast<int64_t>(g.global_ranks.size()) && peer != g.rank, op,
+              " on group ", g.name, " (rank ", g.rank, " of ", g.global_ranks.size(), "): no peer ",
+              peer);
+}
+
+}  // namespace
+
+Group::Pending Group::send_async(const at::Tensor& tensor, int64_t peer) {
+  check_peer(*impl_, peer, "send");
+  std::vector<at::Tensor> one{tensor.contiguous()};
+  const std::string op = "send to rank " + std::to_string(impl_->global_ranks[peer]);
+  return launch(
+      *impl_, op.c_str(),
+      [&] { return impl_->backend->send(one, static_cast<int>(peer), kPointToPointTag); },
+      impl_->timeout, one);
+}
+
+Group::Pending Group::recv_async(at::Tensor& tensor, int64_t peer) {
+  check_peer(*impl_, peer, "receive");
+  TITAN_CHECK(tensor.is_contiguous(), "receive on group ", impl_->name,
+              ": the buffer must be contiguous");
+  std::vector<at::Tensor> one{tensor};
+  const std::string op = "receive from rank " + std::to_string(impl_->global_ranks[peer]);
+  return launch(
+      *impl_, op.c_str(),
+      [&] { return impl_->backend->recv(one, static_cast<int>(peer), kPointToPointTag); },
+      impl_->timeout);
 }
 
 }  // namespace titan::distributed

@@ -71,6 +71,16 @@ class Group {
   void broadcast(at::Tensor& tensor, int64_t root);
   void barrier();
 
+  // Point-to-point (pipeline parallelism): sends `tensor` (kept alive until the send is done)
+  // to member `peer`, or receives into `tensor` from member `peer`. No shape travels: both sides
+  // know it. Two members issue their transfers to each other in the same order (the n-th send
+  // from one to the other meets the other's n-th receive from it), as a lowered pipeline
+  // schedule does, so NCCL's blocking pairs cannot deadlock. A wait fails after the group's
+  // timeout (or at once when the peer's connection drops), naming the group, the peer and the
+  // rank that stopped.
+  Pending send_async(const at::Tensor& tensor, int64_t peer);
+  Pending recv_async(at::Tensor& tensor, int64_t peer);
+
   // The timeout of every later collective (the first ones use comm.init_timeout_seconds).
   void set_timeout(std::chrono::milliseconds timeout);
 

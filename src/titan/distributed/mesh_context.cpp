@@ -68,12 +68,16 @@ models::TensorParallelHooks MeshContext::tensor_parallel_hooks(bool sequence_par
 
 const std::string& MeshContext::group_of(const std::string& purpose) const {
   // The rows are data parallelism's; the loss also the cp ranks' (each holds a part of every
-  // row); every rank holds every layer.
-  static const std::map<std::string, std::string> groups = {
-      {"batch", "dp"}, {"loss", "dp_cp"}, {"layer_replicas", "world"}, {"world", "world"}};
+  // row); the ranks of one pipeline stage (all of them without a pipeline) hold the same
+  // layers; the pipeline's ranks hold a row's stages.
+  static const std::map<std::string, std::string> groups = {{"batch", "dp"},
+                                                            {"loss", "dp_cp"},
+                                                            {"layer_replicas", "stage"},
+                                                            {"pipeline", "pp"},
+                                                            {"world", "world"}};
   const auto it = groups.find(purpose);
   TITAN_CHECK(it != groups.end(), "no reduction purpose '", purpose,
-              "' (batch, loss, layer_replicas, world)");
+              "' (batch, loss, layer_replicas, pipeline, world)");
   return it->second;
 }
 
@@ -137,6 +141,23 @@ kernels::ExpertGroup MeshContext::expert_group() {
     return output;
   };
   return group;
+}
+
+void MeshContext::hold_on_stage(const NamedTensors& tensors,
+                                const std::set<std::string>& written_by_first_stage) {
+  const int64_t pp = mesh_->size("pp");
+  if (pp == 1) return;
+  const int64_t stage = mesh_->coordinate("pp");
+  for (const auto& [name, local] : tensors) {
+    const TensorPlacement* before = placements_.find(name);
+    const TensorPlacement placement = before ? *before : TensorPlacement{local.sizes().vec(), {}};
+    // A copy of the first stage's tensor is a replica on pp whose index is not 0: it is
+    // neither written nor counted in the gradient norm (the first stage's is).
+    const Placement on_pp = written_by_first_stage.count(name) > 0 && stage != 0
+                                ? Placement::replicate()
+                                : Placement::owned();
+    placements_.set(name, placement.then({"pp", pp, stage, on_pp}));
+  }
 }
 
 void MeshContext::finish_placements() {

@@ -53,6 +53,13 @@ class MeshContext : public models::ParallelContext {
   const models::VocabParallelLoss& vocab_parallel_loss() const { return vocab_loss_; }
   int64_t vocabulary() const { return vocabulary_; }
 
+  // Pipeline parallelism, after parallelize: `tensors` (parameters and buffers, by name, as
+  // this rank holds them) are this rank's stages' and are recorded as owned on pp, so that each
+  // stage writes its own to checkpoints and counts its own in the gradient norm; those in
+  // `written_by_first_stage` (the tied embedding a last stage holds as its head) are recorded
+  // as replicas of the first stage's, which writes and counts them. Nothing without a pipeline.
+  void hold_on_stage(const NamedTensors& tensors,
+                     const std::set<std::string>& written_by_first_stage);
   // Once parallelize is done: every recorded placement also names the mesh dimensions of size
   // > 1 it is replicated over, so that exactly one rank writes each piece.
   void finish_placements();

@@ -15,20 +15,6 @@ std::vector<std::pair<std::string, int64_t>> ParallelDims::named() const {
 }
 
 ParallelDims make_parallel_dims(const config::ParallelismConfig& p, int64_t world_size) {
-  // What is not built yet is said first: a degree that could never run is the user's first
-  // problem, whatever the world size.
-  std::vector<std::string> unbuilt;
-  auto unsupported = [&](const char* key, int64_t degree) {
-    if (degree > 1)
-      unbuilt.push_back(std::string("parallelism.") + key + " = " + std::to_string(degree));
-  };
-  unsupported("pipeline_parallel_degree", p.pipeline_parallel_degree);
-  TITAN_CHECK(unbuilt.empty(), join(unbuilt),
-              ": not built yet; titan builds data (data_parallel_replicate_degree, "
-              "data_parallel_shard_degree), tensor (tensor_parallel_degree), context "
-              "(context_parallel_degree) and expert (expert_parallel_degree) parallelism so far; "
-              "set ",
-              unbuilt.size() == 1 ? "it" : "them", " to 1");
   config::check_parallel_degrees(p, world_size);
   ParallelDims dims;
   dims.world_size = world_size;
@@ -50,9 +36,9 @@ MeshLayout::MeshLayout(const ParallelDims& dims) : dims_(dims) {
 }
 
 const std::vector<std::string>& MeshLayout::group_names() {
-  static const std::vector<std::string> names = {"world", "pp",    "dp_replicate", "dp_shard",
-                                                 "dp",    "cp",    "tp",           "ep",
-                                                 "efsdp", "dp_cp", "dp_shard_cp"};
+  static const std::vector<std::string> names = {
+      "world", "pp", "dp_replicate", "dp_shard", "dp", "cp", "tp", "ep", "efsdp", "dp_cp",
+      "dp_shard_cp", "stage"};
   return names;
 }
 
@@ -82,6 +68,7 @@ std::vector<int64_t> MeshLayout::key(const std::string& group, int64_t rank) con
   if (group == "efsdp") return {p, r, flat % d.ep};
   if (group == "dp_cp") return {p, t};
   if (group == "dp_shard_cp") return {p, r, t};
+  if (group == "stage") return {p};
   fail("mesh: no group named '", group, "'; the groups are ", join(group_names()));
 }
 

@@ -16,7 +16,8 @@
 //   world, pp, dp_replicate, dp_shard, dp (dp_replicate x dp_shard: the ranks that read
 //   different batch rows), cp, tp, ep, efsdp, dp_cp (dp x cp: the ranks whose token counts
 //   and losses make up a step's loss, torchtitan's "loss" mesh), dp_shard_cp (dp_shard x cp:
-//   FSDP's shard group under context parallelism).
+//   FSDP's shard group under context parallelism), stage (every dimension but pp: the ranks of
+//   one pipeline stage, which hold the same layers).
 #pragma once
 
 #include <cstdint>
@@ -45,9 +46,7 @@ struct ParallelDims {
 };
 
 // Reads the parallelism section against the world size: resolves data_parallel_shard_degree -1,
-// refuses degrees whose parallelism is not built yet (pipeline parallelism: one message, one
-// place), then checks the product against the world size with one error naming
-// every degree.
+// then checks the product against the world size with one error naming every degree.
 ParallelDims make_parallel_dims(const config::ParallelismConfig& config, int64_t world_size);
 
 // Where each rank sits in the mesh of `dims`, and the members of each named group. Pure

@@ -110,6 +110,7 @@ std::shared_ptr<Group> World::new_group(const std::string& name, const std::vect
   impl->name = name;
   impl->global_ranks = ranks;
   impl->rank = position - ranks.begin();
+  impl->timeout = options_.init_timeout;
   const int size = static_cast<int>(ranks.size());
   auto prefixed = c10::make_intrusive<c10d::PrefixStore>("titan/group/" + name, state_->store);
   if (options_.cuda && !cpu) {

@@ -15,6 +15,8 @@
 //   "layer_replicas"  the ranks that hold the same layers (all of them, or one pipeline
 //                     stage's), over which per-layer statistics such as the expert-bias
 //                     counts are summed;
+//   "pipeline"        the ranks that hold the stages of the same rows (pp), over which each
+//                     stage's part of a loss is summed;
 //   "world"           every rank (agreeing to stop).
 #pragma once
 

@@ -58,7 +58,8 @@ void ModelState::load(const PartReader& in) {
     TITAN_CHECK(in.contains(name), in.source(), ": missing tensor '", name, "'");
   }
   for (const std::string& name : in.names())
-    TITAN_CHECK(ours.count(name), in.source(), ": unexpected tensor '", name, "'");
+    TITAN_CHECK(ours.count(name) || (held_elsewhere_ && held_elsewhere_(name)), in.source(),
+                ": unexpected tensor '", name, "'");
   for (auto& [name, local] : tensors) in.read_into(name, local);
 }
 
@@ -69,6 +70,7 @@ void OptimizerState::load(const PartReader& in) {
   NamedTensors state;
   for (const std::string& name : in.names()) {
     const auto key = optimizer_state::parse(name);
+    if (key && held_elsewhere_ && held_elsewhere_(key->param)) continue;  // another stage's
     auto it = key ? params.find(key->param) : params.end();
     if (it == params.end() || !optimizer_state::is_moment(key->field)) {
       state.emplace_back(name, in.read(name));  // AdamW::load_state names what does not belong

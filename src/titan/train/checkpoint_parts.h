@@ -10,6 +10,7 @@
 //   rng           the CPU generator's state.
 #pragma once
 
+#include <functional>
 #include <optional>
 
 #include "titan/config/trainer_config.h"
@@ -21,15 +22,24 @@
 
 namespace titan::train {
 
+// Under pipeline parallelism a rank holds some stages' tensors while a checkpoint holds every
+// stage's: this says which of the whole model's tensors another rank holds (unset: none).
+using HeldElsewhere = std::function<bool(const std::string& name)>;
+
 class ModelState : public Stateful {
  public:
   // `lora`: the run's LoRA setup (nullptr without LoRA); must outlive this.
   ModelState(models::Model& model, const models::ModelSpec& spec, const config::TrainerConfig& cfg,
-             const lora::LoraSetup* lora = nullptr)
-      : model_(model), spec_(spec), cfg_(cfg), lora_(lora) {}
+             const lora::LoraSetup* lora = nullptr, HeldElsewhere held_elsewhere = nullptr)
+      : model_(model),
+        spec_(spec),
+        cfg_(cfg),
+        lora_(lora),
+        held_elsewhere_(std::move(held_elsewhere)) {}
   PartState save() const override;
-  // Every model tensor must be in the checkpoint with its global shape, and nothing else:
-  // checked before anything is copied. A LoRA checkpoint must have trained on this run's base.
+  // Every model tensor must be in the checkpoint with its global shape, and nothing else (but
+  // the tensors other stages hold): checked before anything is copied. A LoRA checkpoint must
+  // have trained on this run's base.
   void load(const PartReader& in) override;
 
  private:
@@ -38,17 +48,21 @@ class ModelState : public Stateful {
   const models::ModelSpec& spec_;
   const config::TrainerConfig& cfg_;
   const lora::LoraSetup* lora_;
+  HeldElsewhere held_elsewhere_;
 };
 
 class OptimizerState : public Stateful {
  public:
-  OptimizerState(AdamW& optimizer, models::Model& model) : optimizer_(optimizer), model_(model) {}
+  OptimizerState(AdamW& optimizer, models::Model& model, HeldElsewhere held_elsewhere = nullptr)
+      : optimizer_(optimizer), model_(model), held_elsewhere_(std::move(held_elsewhere)) {}
   PartState save() const override { return {optimizer_.state(), nullptr}; }
+  // The state of this rank's parameters (another stage's parameters' state is passed over).
   void load(const PartReader& in) override;
 
  private:
   AdamW& optimizer_;
   models::Model& model_;
+  HeldElsewhere held_elsewhere_;
 };
 
 struct TrainState : Stateful {

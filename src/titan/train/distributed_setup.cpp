@@ -8,30 +8,15 @@
 namespace titan::train {
 namespace {
 
-// Byte strings of any length over a group: their lengths first, then the bytes padded to the
-// longest.
+// The data loader's exchange over a group.
 class GroupDocumentExchange : public data::DocumentExchange {
  public:
   explicit GroupDocumentExchange(std::shared_ptr<distributed::Group> group)
       : group_(std::move(group)) {}
   int64_t rank() const override { return group_->rank(); }
   int64_t size() const override { return group_->size(); }
-
   std::vector<std::string> all_gather(const std::string& mine) override {
-    const at::Tensor length = at::tensor({static_cast<int64_t>(mine.size())}, at::kLong);
-    const std::vector<at::Tensor> lengths = group_->all_gather(length);
-    int64_t longest = 0;
-    for (const at::Tensor& l : lengths) longest = std::max(longest, l.item<int64_t>());
-    at::Tensor bytes = at::zeros({longest}, at::kByte);
-    std::copy(mine.begin(), mine.end(), reinterpret_cast<char*>(bytes.data_ptr<uint8_t>()));
-    const std::vector<at::Tensor> all = group_->all_gather(bytes);
-    std::vector<std::string> out;
-    for (size_t m = 0; m < all.size(); ++m) {
-      const at::Tensor piece = all[m].contiguous();
-      const char* data = reinterpret_cast<const char*>(piece.data_ptr<uint8_t>());
-      out.emplace_back(data, data + lengths[m].item<int64_t>());
-    }
-    return out;
+    return all_gather_strings(*group_, mine);
   }
 
  private:
@@ -39,6 +24,25 @@ class GroupDocumentExchange : public data::DocumentExchange {
 };
 
 }  // namespace
+
+std::vector<std::string> all_gather_strings(distributed::Group& group, const std::string& mine,
+                                            at::Device device) {
+  // Their lengths first, then the bytes padded to the longest.
+  const at::Tensor length = at::tensor({static_cast<int64_t>(mine.size())}, at::kLong).to(device);
+  std::vector<int64_t> lengths;
+  for (const at::Tensor& l : group.all_gather(length)) lengths.push_back(l.item<int64_t>());
+  const int64_t longest = *std::max_element(lengths.begin(), lengths.end());
+  at::Tensor bytes = at::zeros({longest}, at::kByte);
+  std::copy(mine.begin(), mine.end(), reinterpret_cast<char*>(bytes.data_ptr<uint8_t>()));
+  const std::vector<at::Tensor> all = group.all_gather(bytes.to(device));
+  std::vector<std::string> out;
+  for (size_t m = 0; m < all.size(); ++m) {
+    const at::Tensor piece = all[m].to(at::kCPU).contiguous();
+    const char* data = reinterpret_cast<const char*>(piece.data_ptr<uint8_t>());
+    out.emplace_back(data, data + lengths[m]);
+  }
+  return out;
+}
 
 DistributedSetup check_distributed_layout(const config::TrainerConfig& cfg) {
   DistributedSetup setup;

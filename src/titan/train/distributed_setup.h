@@ -39,6 +39,11 @@ std::unique_ptr<distributed::MeshContext> build_parallel_context(DistributedSetu
                                                                  const config::TrainerConfig& cfg,
                                                                  const Precision& precision);
 
+// Every member's byte string, in rank order: a collective over `group`, whose tensors live on
+// `device` (the CPU for Gloo, the rank's GPU for NCCL).
+std::vector<std::string> all_gather_strings(distributed::Group& group, const std::string& mine,
+                                            at::Device device = at::kCPU);
+
 // The data loader's exchange among the data-parallel ranks, over the mesh's CPU group "data".
 std::shared_ptr<data::DocumentExchange> document_exchange(const distributed::DeviceMesh& mesh);
 

@@ -56,7 +56,8 @@ void export_lora(const models::ModelSpec& spec, models::Model& model, const lora
 ExportedFolders export_hf_if_requested(const config::TrainerConfig& cfg,
                                        const models::ModelSpec& spec, models::Model& model,
                                        int64_t step, const checkpoint::TensorLayout& layout,
-                                       const lora::LoraSetup* lora) {
+                                       const lora::LoraSetup* lora,
+                                       const checkpoint::NativeTensors* tensors) {
   if (!cfg.checkpoint.last_save_in_hf) return {};
   const std::string dir = checkpoint::hf_export_folder(cfg.job.dump_folder, step);
   if (lora != nullptr) {
@@ -77,7 +78,7 @@ ExportedFolders export_hf_if_requested(const config::TrainerConfig& cfg,
   }
   checkpoint::export_hf_directory(model, spec, dir, cfg.checkpoint.export_dtype,
                                   checkpoint::parse_size(cfg.checkpoint.hf_max_shard_size),
-                                  cfg.model.hf_assets_path, layout);
+                                  cfg.model.hf_assets_path, layout, tensors);
   if (layout.coordinator())
     std::cout << "[titan] exported Hugging Face checkpoint to " << dir << std::endl;
   return {dir, ""};

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 
+#include "titan/checkpoint/hf_export.h"
 #include "titan/checkpoint/tensor_layout.h"
 #include "titan/config/trainer_config.h"
 #include "titan/lora/lora_model.h"
@@ -21,11 +22,13 @@ struct ExportedFolders {
 
 // Writes the export when the config asks for one. With a sharded `layout` every rank calls it
 // (the parameters are gathered one at a time) and the coordinator writes. `lora`: the run's
-// LoRA setup, or nullptr.
+// LoRA setup, or nullptr. `tensors`, when given, are what is written (a pipeline's, gathered
+// from its stages: pipeline/stage_export.h) instead of the model's parameters.
 ExportedFolders export_hf_if_requested(const config::TrainerConfig& cfg,
                                        const models::ModelSpec& spec, models::Model& model,
                                        int64_t step, const checkpoint::TensorLayout& layout,
-                                       const lora::LoraSetup* lora = nullptr);
+                                       const lora::LoraSetup* lora = nullptr,
+                                       const checkpoint::NativeTensors* tensors = nullptr);
 
 // The LoRA exports of `setup` into `merged_dir` and `adapter_dir` (either may be "": skipped).
 void export_lora(const models::ModelSpec& spec, models::Model& model, const lora::LoraSetup& setup,

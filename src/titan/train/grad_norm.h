@@ -3,6 +3,8 @@
 // dimensions they are sharded over (distributed/parameter_placements.h), each group's local sum
 // is summed over exactly those dimensions' groups, and the groups' sums are added. A tensor
 // replicated over a dimension is not summed over it (its replicas hold the same gradient).
+// Under pipeline parallelism every stage's sum is then summed over pp, the tied embedding's
+// gradient (held by the first and the last stage, equal) counted on the first stage only.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -27,6 +29,8 @@ class GlobalGradSquares {
   at::Tensor operator()() const;
 
  private:
+  // A replica on pp of another stage's tensor (the last stage's copy of a tied embedding).
+  static bool copy_of_another_stage(const TensorPlacement& placement);
   // Mesh dimensions -> the parameters sharded over exactly those, in parameter order.
   std::map<std::vector<std::string>, std::vector<at::Tensor>> buckets_;
   const distributed::DeviceMesh& mesh_;

@@ -15,7 +15,15 @@ checkpoint::LocalPiece PlacedLayout::piece(const std::string& name, const at::Te
   checkpoint::LocalPiece piece = TensorLayout::piece(name, local);
   piece.writer = coordinator();
   const TensorPlacement* placement = placement_of(name);
-  if (placement == nullptr) return piece;
+  if (placement == nullptr) {
+    // A parameter's step counter is whole: one rank of the stage that holds the parameter
+    // writes it.
+    const auto key = optimizer_state::parse(name);
+    if (key && !optimizer_state::is_moment(key->field))
+      if (const TensorPlacement* param = parallel_.placements().find(key->param))
+        piece.writer = writes_companion(*param);
+    return piece;
+  }
   piece.global_shape = placement->global_shape;
   piece.box = local_box(*placement);
   piece.whole = placement->whole();

@@ -1,8 +1,10 @@
 // The checkpoint code's view (checkpoint/tensor_layout.h) of where the parallelisms put the
 // model's tensors: a parameter, and its optimizer moments ("<param>.exp_avg",
 // "<param>.exp_avg_sq", optimizer_state_names.h), have the placement recorded for it
-// (distributed/parameter_placements.h); step counters, buffers, RNG states and everything else
-// are whole and written by rank 0.
+// (distributed/parameter_placements.h); a parameter's step counter is whole and written by one
+// rank of those that hold the parameter (under pipeline parallelism, of its stage); buffers
+// with a placement (a pipeline stage's) follow it; RNG states and everything else are whole
+// and written by rank 0.
 #pragma once
 
 #include "titan/checkpoint/tensor_layout.h"

@@ -5,7 +5,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
-#include <limits>
+#include <map>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -17,15 +18,17 @@
 #include "titan/config/validate.h"
 #include "titan/data/data_loader.h"
 #include "titan/data/tokenizer/tokenizer.h"
+#include "titan/distributed/pipeline/pipeline_plan.h"
 #include "titan/kernels/override_resolver.h"
+#include "titan/models/common/decoder.h"
 #include "titan/models/materialize.h"
 #include "titan/models/model_spec.h"
-#include "titan/train/batch_loss.h"
 #include "titan/train/checkpoint_manager.h"
 #include "titan/train/checkpoint_parts.h"
 #include "titan/train/context_parallel_batch.h"
 #include "titan/train/distributed_setup.h"
 #include "titan/train/final_export.h"
+#include "titan/train/forward_backward.h"
 #include "titan/train/grad_clip.h"
 #include "titan/train/grad_norm.h"
 #include "titan/train/initial_load.h"
@@ -37,6 +40,10 @@
 #include "titan/train/metrics.h"
 #include "titan/train/model_converters.h"
 #include "titan/train/optimizer.h"
+#include "titan/train/pipeline/local_stages.h"
+#include "titan/train/pipeline/pipeline_forward_backward.h"
+#include "titan/train/pipeline/stage_export.h"
+#include "titan/train/pipeline/stage_tensors.h"
 #include "titan/train/placed_layout.h"
 #include "titan/train/precision.h"
 #include "titan/train/progress_line.h"
@@ -84,6 +91,7 @@ class Trainer {
     build_loss();
     apply_overrides();
     build_optimizer();
+    build_step();
     build_checkpointing();
     restore();
     stop_.emplace();
@@ -135,8 +143,10 @@ class Trainer {
       // Every rank stops after the same step: the first to see a signal decides for all.
       const bool stopping = stop_agreed();
       checkpoints_->maybe_save(step, /*last=*/step == cfg_.training.steps || stopping);
-      // The first step may be slow (allocation, first collectives): it had the init timeout.
+      // The first step may be slow (allocation, first collectives): it had the init timeout,
+      // and the pipeline's bubble is measured from the next one on.
       if (step == first_step_ && dist_.world) dist_.world->use_train_timeout();
+      if (step == first_step_ && pipeline_ != nullptr) pipeline_->take_times();
       if (stopping && step < cfg_.training.steps) {
         summary.stop_signal = stop_->signal() != 0 ? stop_->signal() : -1;
         break;
@@ -150,9 +160,16 @@ class Trainer {
     checkpoints_->finish();
     if (cfg_.checkpoint.enable) summary.checkpoint_dir = checkpoints_->step_dir(summary.last_step);
     // A stopped run is not finished: its final export waits for the resumed run's end.
+    if (pipeline_ != nullptr) log_pipeline_times();
     if (summary.stop_signal == 0) {
-      const ExportedFolders exported = export_hf_if_requested(
-          cfg_, *spec_, *model_, summary.last_step, *layout_, lora_ ? &*lora_ : nullptr);
+      // A pipeline's export gathers each tensor from the stage that holds it.
+      std::optional<checkpoint::NativeTensors> staged;
+      if (stage_tensors_)
+        staged = pipeline_parameters(*model_, *layout_, *stage_tensors_,
+                                     *parallel_->mesh().group("pp"), precision_.device);
+      const ExportedFolders exported =
+          export_hf_if_requested(cfg_, *spec_, *model_, summary.last_step, *layout_,
+                                 lora_ ? &*lora_ : nullptr, staged ? &*staged : nullptr);
       summary.hf_export_dir = exported.hf;
       summary.adapter_export_dir = exported.adapter;
     }
@@ -182,10 +199,7 @@ class Trainer {
   double validate(int64_t step) {
     const double loss = validator_->run(
         [this](const data::Batch& batch) {
-          const BatchLoss b =
-              batch_loss(*model_, *loss_, cp_batch_->shard(batch), precision_.device);
-          return std::pair<double, double>{b.loss_sum.item<double>(),
-                                           static_cast<double>(b.tokens)};
+          return forward_backward_->evaluate(cp_batch_->shard(batch));
         },
         [this](double v) { return sum_over("loss", v); });
     parallel_->finish_forward_only();  // FSDP's last units kept their parameters gathered
@@ -227,7 +241,7 @@ class Trainer {
   // every overridable op chosen at its call site. It is built as shapes only: the memory check
   // reads them, then each weight gets its storage once, in the dtype it keeps (LoRA's base from
   // the converter, weight by weight; any other model uninitialised when a load will fill it,
-  // else from the seeded init).
+  // else from the seeded init). Under pipeline parallelism the rank keeps its stages only.
   void build_model() {
     overrides_.emplace(make_override_resolver(cfg_, precision_));
     spec_ = &models::get_model_spec(cfg_.model.name);
@@ -238,6 +252,11 @@ class Trainer {
     build.seed = static_cast<uint64_t>(cfg_.training.seed);
     build.overrides = &*overrides_;
     build.meta_parameters = true;  // (the Transformers backend builds with its weights)
+    if (pipelined())
+      TITAN_CHECK(spec_->pipeline, "parallelism.pipeline_parallel_degree = ", dist_.dims.pp,
+                  ": model.name = ", spec_->name, " (", spec_->description,
+                  ") cannot be split into pipeline stages; the native model (model.name = "
+                  "qwen3) can");
     model_ = spec_->build(cfg_, build);
     const int64_t model_vocab = model_->output_weight().size(0);
     TITAN_CHECK(tokenizer_->vocab_size() <= model_vocab, "the tokenizer in ",
@@ -248,22 +267,67 @@ class Trainer {
         w && dist_.rank() == 0)
       print_warning(*w);
     // Counted on the whole model, before parallelism splits it (and before QLoRA takes its
-    // projections out of the parameters).
+    // projections out of the parameters); each pipeline stage does about 1/pp of it.
     if (spec_->flops_per_token)
-      flops_per_token_ = spec_->flops_per_token(*model_, cfg_.training.seq_len);
+      flops_per_token_ = spec_->flops_per_token(*model_, cfg_.training.seq_len) /
+                         static_cast<double>(dist_.dims.pp);
+    if (pipelined()) keep_stages(build);
     check_memory();
     lora_ = apply_model_converters(cfg_, *spec_, *model_, precision_.compute_dtype,
                                    precision_.device, dist_.rank() == 0);
     if (models::has_meta_parameters(*model_)) {
       models::MaterializeOptions options;
       options.device = precision_.device;
-      models::materialize(
-          *model_,
-          model_weights_are_loaded(cfg_)
-              ? models::ParameterSource()
-              : models::seeded_initialisation(*model_, static_cast<uint64_t>(cfg_.training.seed)),
-          options);
+      // A stage draws the whole model's values in order and keeps its own: every stage gets
+      // the values one process has.
+      for (models::Model* part : parts())
+        models::materialize(
+            *part,
+            model_weights_are_loaded(cfg_)
+                ? models::ParameterSource()
+                : models::seeded_initialisation(*part, static_cast<uint64_t>(cfg_.training.seed)),
+            options);
     }
+  }
+
+  // Pipeline parallelism: the plan (every rank computes the same), then this rank's stages,
+  // each a model built as shapes and cut to its stage's parts.
+  void keep_stages(const models::BuildOptions& build) {
+    const models::DecoderConfig& whole = models::as_decoder(*model_).config();
+    plan_.emplace(distributed::pipeline::plan_pipeline(
+        cfg_.parallelism, cfg_.training.local_batch_size, whole.num_layers));
+    TITAN_CHECK(!(whole.tie_word_embeddings && plan_->placement.v),
+                "parallelism."
+                "pipeline_parallel_schedule = ",
+                schedule_name(plan_->schedule),
+                " puts the first and the last stage on one rank, "
+                "which a model with tied embeddings (tie_word_embeddings) cannot run yet; use "
+                "InterleavedZeroBubble");
+    TITAN_CHECK(cfg_.model.converters.empty(),
+                "parallelism.pipeline_parallel_degree = ", dist_.dims.pp,
+                ": model.converters (LoRA) does not run under pipeline "
+                "parallelism yet");
+    std::vector<LocalStages::Stage> stages;
+    for (int64_t index : plan_->placement.stages_of(pipeline_rank())) {
+      std::unique_ptr<models::Model> stage = spec_->build(cfg_, build);
+      spec_->pipeline(*stage, plan_->parts[index]);
+      stages.push_back({index, std::move(stage)});
+      std::cout << "[titan] rank " << dist_.rank() << " of " << dist_.env.world_size
+                << ": pipeline " << plan_->describe_stage(index) << " ("
+                << schedule_name(plan_->schedule) << ", " << plan_->microbatches
+                << " microbatches of " << plan_->microbatch_size
+                << (plan_->microbatch_size == 1 ? " row)" : " rows)") << std::endl;
+    }
+    model_ = std::make_unique<LocalStages>(std::move(stages));
+  }
+
+  // The models this rank runs: its pipeline stages, or the one model.
+  std::vector<models::Model*> parts() {
+    if (!pipelined()) return {model_.get()};
+    std::vector<models::Model*> out;
+    auto& stages = static_cast<LocalStages&>(*model_);
+    for (size_t i = 0; i < stages.stages().size(); ++i) out.push_back(&stages.stage(i));
+    return out;
   }
 
   // Whether this rank's share of the model state fits its memory, from the shapes alone: a
@@ -279,7 +343,9 @@ class Trainer {
   // The loss, which resolves the cross_entropy kernel of the head, over what parallelize left
   // of it (the vocabulary-parallel loss when tensor parallelism split the head).
   void build_loss() {
-    loss_.emplace(*model_, &*overrides_, parallel_->vocab_parallel_loss(), parallel_->vocabulary());
+    // (Under pipeline parallelism only the last stage computes it, with its head.)
+    loss_.emplace(*parts().back(), &*overrides_, parallel_->vocab_parallel_loss(),
+                  parallel_->vocabulary());
   }
 
   // Every call site is resolved: check the override claims and log them.
@@ -294,8 +360,25 @@ class Trainer {
   void parallelize() {
     TITAN_CHECK(!parallel_->dims().data_parallel() || spec_->parallelize, "model '", spec_->name,
                 "' has no parallelize step, so it cannot train data-parallel");
-    if (spec_->parallelize) spec_->parallelize(*model_, cfg_, *parallel_);
+    if (spec_->parallelize)
+      for (models::Model* part : parts()) spec_->parallelize(*part, cfg_, *parallel_);
+    if (pipelined()) hold_stage_tensors();
     parallel_->finish_placements();
+  }
+
+  // Every tensor of this rank's stages is its stage's (each stage writes its own to
+  // checkpoints); a tied model's last stage holds a copy of the first stage's embedding table.
+  // Which rank holds which tensor is shared once, for loading and the export.
+  void hold_stage_tensors() {
+    NamedTensors tensors = model_->named_parameters();
+    for (auto& b : model_->named_buffers()) tensors.push_back(b);
+    std::set<std::string> copies;
+    if (models::as_decoder(*parts().front()).config().tie_word_embeddings)
+      copies.insert("model.embed_tokens.weight");
+    parallel_->hold_on_stage(tensors, copies);
+    std::vector<std::string> names;
+    for (const auto& [name, t] : tensors) names.push_back(name);
+    stage_tensors_.emplace(*parallel_->mesh().group("pp"), names, precision_.device);
   }
 
   // The optimizer over the tensors the parallelized model trains (after parallelize, as in
@@ -317,17 +400,46 @@ class Trainer {
         hooks.all_reduce_sum = [this](at::Tensor& t) {
           parallel_->all_reduce("layer_replicas", t);
         };
-      spec_->post_optimizer_build(*model_, hooks);
+      for (models::Model* part : parts()) spec_->post_optimizer_build(*part, hooks);
     }
     scheduler_.emplace(cfg_.lr_scheduler, cfg_.training.steps, cfg_.optimizer.lr);
     log_model_state_size();
     peak_flops_ = device_peak_flops(precision_.device);
   }
 
-  // The checkpoint's parts, declared once, and what writes the step lines.
+  // What runs a step's forwards and backwards: the micro-batch loop, or the pipeline's
+  // schedule over this rank's stages.
+  void build_step() {
+    if (!pipelined()) {
+      forward_backward_ = std::make_unique<AccumulatingForwardBackward>(
+          *model_, *loss_, *parallel_, optimizer_->params(), precision_.device);
+      return;
+    }
+    // Activations cross stages as [microbatch rows, sequence (split over tp under sequence
+    // parallelism), hidden] in the compute dtype: every rank knows the shape.
+    const bool sequence_split =
+        cfg_.parallelism.enable_sequence_parallel && cfg_.parallelism.tensor_parallel_degree > 1;
+    StageTransfer transfer;
+    transfer.shape = {
+        plan_->microbatch_size,
+        cfg_.training.seq_len / (sequence_split ? cfg_.parallelism.tensor_parallel_degree : 1),
+        models::as_decoder(*parts().front()).config().hidden_size};
+    transfer.options = at::TensorOptions(precision_.device).dtype(precision_.compute_dtype);
+    auto pipeline = std::make_unique<PipelineForwardBackward>(
+        *plan_, static_cast<LocalStages&>(*model_), *loss_, *parallel_, optimizer_->params(),
+        std::move(transfer), precision_.device);
+    pipeline_ = pipeline.get();
+    forward_backward_ = std::move(pipeline);
+  }
+
+  // The checkpoint's parts, declared once, and what writes the step lines. A pipeline rank
+  // loads its stages' tensors from checkpoints that hold every stage's.
   void build_checkpointing() {
-    model_state_.emplace(*model_, *spec_, cfg_, lora_ ? &*lora_ : nullptr);
-    optimizer_state_.emplace(*optimizer_, *model_);
+    HeldElsewhere elsewhere;
+    if (stage_tensors_)
+      elsewhere = [this](const std::string& name) { return stage_tensors_->held_elsewhere(name); };
+    model_state_.emplace(*model_, *spec_, cfg_, lora_ ? &*lora_ : nullptr, elsewhere);
+    optimizer_state_.emplace(*optimizer_, *model_, elsewhere);
     scheduler_state_.emplace(train_state_);
     loader_state_.emplace(*loader_);
     checkpoints_.emplace(cfg_,
@@ -358,6 +470,8 @@ class Trainer {
 
   // The ranks that read different rows of a step, and this rank's index among them.
   int64_t batch_ranks() const { return parallel_->purpose_size("batch"); }
+  bool pipelined() const { return dist_.dims.pp > 1; }
+  int64_t pipeline_rank() const { return parallel_->coordinate("pp"); }
   int64_t batch_rank() const { return parallel_->purpose_rank("batch"); }
 
   // How the ranks write one checkpoint together: through the store, into a folder named after
@@ -390,6 +504,10 @@ class Trainer {
     return t.item<double>();
   }
 
+  // One step, as llm.c's loop reads: the step's batches; their forwards and backwards (the
+  // micro-batch loop, or the pipeline's schedule); the loss over the ranks; the gradient norm;
+  // then the update (clipped), or a skip when something is not finite.
+  //
   // loss = summed cross-entropy over the step's valid tokens / their number, accumulated over
   // micro-batches so that accumulation gives the same gradient as one big batch.
   //
@@ -398,44 +516,71 @@ class Trainer {
   // log line and for the decision to update or skip. The labels stay on the host for the loss,
   // which checks their range there (a check on the device would be a synchronisation).
   StepResult train_step(int64_t step) {
-    std::vector<data::Batch> batches;
-    int64_t local_tokens = 0;
-    for (int64_t i = 0; i < micro_batches_; ++i) {
-      batches.push_back(cp_batch_->shard(loader_->next()));       // this cp rank's part
-      local_tokens += count_valid_tokens(batches.back().labels);  // host tensors: no sync
-    }
-    const auto f64 = at::TensorOptions(precision_.device).dtype(at::kDouble);
-    // The loss is the summed token loss of the whole global batch over its global count.
-    at::Tensor valid_tokens = at::full({1}, static_cast<double>(local_tokens), f64);
-    parallel_->all_reduce("loss", valid_tokens);
-    const at::Tensor divisor = valid_tokens.reshape({}).to(at::kFloat);
-    // Auxiliary losses are means over a rank's tokens (the model already averages them over
-    // the ranks that split its tokens): their gradients are averaged over the micro-batches and
-    // the ranks that read different rows.
-    const double extra_scale = static_cast<double>(micro_batches_ * batch_ranks());
-    at::Tensor loss_sum = at::zeros({1}, f64);
-    for (size_t i = 0; i < batches.size(); ++i) {
-      const bool last = i + 1 == batches.size();
-      parallel_->start_backward(last);
-      const BatchLoss b = batch_loss(*model_, *loss_, batches[i], precision_.device);
-      at::Tensor loss = b.loss_sum / divisor;
-      if (b.extra_loss.defined()) loss = loss + b.extra_loss / extra_scale;
-      if (step == cfg_.debug.inject_nonfinite_at_step)
-        loss = loss * std::numeric_limits<double>::quiet_NaN();
-      loss.backward();
-      parallel_->finish_backward(last, optimizer_->params());
-      loss_sum.add_(loss.detach().to(at::kDouble));
-    }
-    // torchtitan's global_max_loss: each rank's loss over its own tokens, the largest of them.
-    at::Tensor max_loss = local_tokens > 0
-                              ? loss_sum * (valid_tokens / static_cast<double>(local_tokens))
-                              : at::zeros({1}, f64);
-    parallel_->all_reduce("loss", max_loss, models::Reduction::kMax);
-    parallel_->all_reduce("loss", loss_sum);
+    const std::vector<data::Batch> batches = read_batches();
+    const StepScale scale = step_scale(batches, step);
+    const at::Tensor loss = forward_backward_->run(batches, scale);
+    const StepLoss reduced = reduce_loss(loss, batches, scale);
     const GradNorm norm = grad_norm_of_squares((*grad_squares_)(), cfg_.training.max_norm);
-    // The step's one host read.
-    const at::Tensor host = at::cat({loss_sum, valid_tokens, norm.norm.to(at::kDouble).reshape({1}),
-                                     norm.coefficient.to(at::kDouble).reshape({1}), max_loss})
+    return update(step, reduced, norm);
+  }
+
+  // The step's batches, read before anything else (a data error leaves the weights as they
+  // were).
+  std::vector<data::Batch> read_batches() {
+    std::vector<data::Batch> batches;
+    for (int64_t i = 0; i < micro_batches_; ++i)
+      batches.push_back(cp_batch_->shard(loader_->next()));  // this cp rank's part of the rows
+    return batches;
+  }
+
+  int64_t local_tokens(const std::vector<data::Batch>& batches) const {
+    int64_t tokens = 0;
+    for (const data::Batch& b : batches) tokens += count_valid_tokens(b.labels);  // on the host
+    return tokens;
+  }
+
+  // The loss is the summed token loss of the whole global batch over its global count.
+  // Auxiliary losses are means over a forward's tokens (the model already averages them over
+  // the ranks that split its tokens): their gradients are averaged over the step's forwards
+  // (micro-batches, and pipeline microbatches) and the ranks that read different rows.
+  StepScale step_scale(const std::vector<data::Batch>& batches, int64_t step) {
+    at::Tensor valid_tokens = at::full({1}, static_cast<double>(local_tokens(batches)),
+                                       at::TensorOptions(precision_.device).dtype(at::kDouble));
+    parallel_->all_reduce("loss", valid_tokens);
+    StepScale scale;
+    scale.divisor = valid_tokens.reshape({}).to(at::kFloat);
+    const int64_t forwards = micro_batches_ * (plan_ ? plan_->microbatches : 1);
+    scale.extra_scale = static_cast<double>(forwards * batch_ranks());
+    scale.poison = step == cfg_.debug.inject_nonfinite_at_step;
+    return scale;
+  }
+
+  struct StepLoss {
+    at::Tensor loss;      // float64 [1]: the step's, summed over the ranks
+    at::Tensor max_loss;  // the largest rank's mean token loss over its own tokens
+    at::Tensor tokens;    // the global count of valid tokens
+  };
+
+  // torchtitan's global_max_loss: each rank's loss over its own tokens, the largest of them;
+  // and the step's loss, summed.
+  StepLoss reduce_loss(const at::Tensor& loss, const std::vector<data::Batch>& batches,
+                       const StepScale& scale) {
+    StepLoss out;
+    out.tokens = scale.divisor.to(at::kDouble).reshape({1});
+    const int64_t mine = local_tokens(batches);
+    out.max_loss =
+        mine > 0 ? loss * (out.tokens / static_cast<double>(mine)) : at::zeros({1}, loss.options());
+    parallel_->all_reduce("loss", out.max_loss, models::Reduction::kMax);
+    out.loss = loss.clone();
+    parallel_->all_reduce("loss", out.loss);
+    return out;
+  }
+
+  // The step's one host read, then the update: clipped, or skipped when the loss or the norm
+  // is not finite (every rank sees the same reduced values, so every rank decides the same).
+  StepResult update(int64_t step, const StepLoss& loss, const GradNorm& norm) {
+    const at::Tensor host = at::cat({loss.loss, loss.tokens, norm.norm.to(at::kDouble).reshape({1}),
+                                     norm.coefficient.to(at::kDouble).reshape({1}), loss.max_loss})
                                 .to(at::kCPU);
     const double* values = host.const_data_ptr<double>();
     TITAN_CHECK(values[1] > 0, "step ", step, " has no valid label tokens");
@@ -457,7 +602,6 @@ class Trainer {
       }
     }
     if (nonfinite != nullptr) {
-      // Every rank sees the same (all-reduced) values, so every rank decides the same.
       TITAN_CHECK(cfg_.training.skip_nonfinite_steps, "step ", step, ": the ", nonfinite, " is ",
                   value,
                   "; stopped before updating the weights (lower optimizer.lr, check the "
@@ -500,16 +644,29 @@ class Trainer {
   // share close to 1 / (the ranks it splits the model over).
   void log_model_state_size() const {
     double bytes = 0, whole = 0;
+    auto global_numel = [this](const std::string& name, const at::Tensor& p) {
+      const TensorPlacement* placement = parallel_->placements().find(name);
+      if (placement == nullptr) return static_cast<double>(p.numel());
+      double numel = 1;
+      for (int64_t d : placement->global_shape) numel *= static_cast<double>(d);
+      return numel;
+    };
+    std::map<std::string, at::Tensor> held;
     for (const auto& [name, p] : optimizer_->params()) {
       const double element = static_cast<double>(p.element_size());
       bytes += static_cast<double>(p.numel()) * element;
-      const TensorPlacement* placement = parallel_->placements().find(name);
-      double numel = static_cast<double>(p.numel());
-      if (placement != nullptr) {
-        numel = 1;
-        for (int64_t d : placement->global_shape) numel *= static_cast<double>(d);
+      whole += global_numel(name, p) * element;
+      held[name] = p;
+    }
+    // A pipeline stage's share is of the whole model, every stage's tensors counted.
+    if (pipelined()) {
+      whole = 0;
+      for (const auto& [name, t] : model_->initialisation_order()) {
+        auto it = held.find(name);
+        whole +=
+            (it != held.end() ? global_numel(name, it->second) : static_cast<double>(t.numel())) *
+            static_cast<double>(t.element_size());
       }
-      whole += numel * element;
     }
     const double mib = bytes / (1024.0 * 1024.0);
     std::ostringstream line;
@@ -523,6 +680,9 @@ class Trainer {
          << (lora_ ? "adapters'" : "model's");
     for (const auto& [dim, degree] : parallel_->dims().named())
       if (degree > 1) line << " " << dim << "=" << degree;
+    if (plan_)
+      for (const LocalStages::Stage& stage : static_cast<LocalStages&>(*model_).stages())
+        line << "; " << plan_->describe_stage(stage.index);
     if (lora_) {
       // The frozen base: this rank's pieces of its dense weights, and the NF4 ones whole.
       double frozen = 0;
@@ -532,6 +692,29 @@ class Trainer {
       line.precision(1);
       line << "; and " << frozen / (1024.0 * 1024.0) << " MiB of frozen base";
     }
+    std::cout << line.str() << std::endl;
+  }
+
+  // Under a pipeline, each rank's wait for transfers over its time in the schedules (its share
+  // of the bubble) after the first step, and its peak memory: what bench/pipeline_schedules.py
+  // reads.
+  void log_pipeline_times() {
+    const auto [waited, ran] = pipeline_->take_times();
+    std::ostringstream line;
+    line.setf(std::ios::fixed);
+    line.precision(3);
+    line << "[titan] rank " << dist_.rank() << " of " << dist_.env.world_size << " pipeline "
+         << (static_cast<LocalStages&>(*model_).stages().size() == 1 ? "stage" : "stages");
+    std::string sep = " ";
+    for (const LocalStages::Stage& stage : static_cast<LocalStages&>(*model_).stages()) {
+      line << sep << stage.index;
+      sep = ", ";
+    }
+    line << ": waited " << waited << " s of " << ran << " s in the schedules (bubble ";
+    line.precision(1);
+    line << (ran > 0 ? 100.0 * waited / ran : 0.0) << "%), peak memory ";
+    line.precision(3);
+    line << peak_memory(precision_.device).first << " GiB";
     std::cout << line.str() << std::endl;
   }
 
@@ -585,9 +768,13 @@ class Trainer {
   const models::ModelSpec* spec_ = nullptr;
   double flops_per_token_ = 0;
   std::unique_ptr<models::Model> model_;
-  std::optional<lora::LoraSetup> lora_;  // with model.converters = ["lora"]
+  std::optional<lora::LoraSetup> lora_;                      // with model.converters = ["lora"]
+  std::optional<distributed::pipeline::PipelinePlan> plan_;  // under pipeline parallelism
+  std::optional<StageTensors> stage_tensors_;                // and which rank holds what
   std::optional<CausalLmLoss> loss_;
   std::optional<AdamW> optimizer_;
+  std::unique_ptr<ForwardBackward> forward_backward_;
+  PipelineForwardBackward* pipeline_ = nullptr;  // forward_backward_, under a pipeline
   std::vector<at::Tensor> params_;
   std::optional<GlobalGradSquares> grad_squares_;
   std::optional<LRScheduler> scheduler_;

@@ -99,6 +99,28 @@ TEST(Placement, NestedShardsSplitTheParentsPiece) {
             std::string::npos);
 }
 
+TEST(Placement, AStagesOwnTensorsAreWrittenByEachStage) {
+  // A pipeline stage's FSDP-sharded weight: every stage writes its own tensor, and within the
+  // stage each shard its rows; its step counter (whole) only the stage's first shard.
+  for (int64_t stage : {0, 1}) {
+    for (int64_t shard : {0, 1}) {
+      const TensorPlacement p{
+          {4, 3},
+          {{"dp_shard", 2, shard, Placement::shard(0)}, {"pp", 2, stage, Placement::owned()}}};
+      EXPECT_TRUE(writes_piece(p)) << describe(p);
+      EXPECT_EQ(writes_companion(p), shard == 0) << describe(p);
+      EXPECT_EQ(local_shape(p), (std::vector<int64_t>{2, 3}));
+      EXPECT_FALSE(p.whole());
+    }
+  }
+  const TensorPlacement owned{{4}, {{"pp", 4, 3, Placement::owned()}}};
+  EXPECT_TRUE(owned.whole());
+  EXPECT_TRUE(owned.sharded_over().empty());
+  EXPECT_EQ(describe(owned), "[pp: Owned]");
+  // The tied embedding the last stage holds as its head: the first stage's copy is written.
+  EXPECT_FALSE(writes_piece({{4}, {{"pp", 2, 1, Placement::replicate()}}}));
+}
+
 TEST(Placement, IntersectAndNarrow) {
   const Box a{{2, 0}, {4, 3}}, b{{4, 1}, {5, 5}};
   EXPECT_EQ(intersect(a, b), (Box{{4, 1}, {2, 2}}));

@@ -66,6 +66,35 @@ TEST(Validate, ModelNameIsCheckedAgainstTheNamesTheCallerKnows) {
   EXPECT_NO_THROW(validate_config(c, {"qwen3"}));
 }
 
+TEST(Validate, PipelineScheduleAndMicrobatches) {
+  // torchtitan's names in any case; a near miss gets a did-you-mean.
+  EXPECT_NO_THROW(validate_config([] {
+    TrainerConfig c;
+    c.parallelism.pipeline_parallel_schedule = "interleaved1f1b";
+    return c;
+  }()));
+  const std::string typo =
+      invalid([](auto& c) { c.parallelism.pipeline_parallel_schedule = "Interleaved1F1"; });
+  EXPECT_NE(typo.find("parallelism.pipeline_parallel_schedule = \"Interleaved1F1\" (did you mean "
+                      "\"Interleaved1F1B\"?): accepted values are GPipe, 1F1B"),
+            std::string::npos)
+      << typo;
+  // The local batch must split into microbatches (only checked with a pipeline).
+  const std::string rows = invalid([](auto& c) {
+    c.parallelism.pipeline_parallel_degree = 2;
+    c.training.local_batch_size = 3;
+    c.parallelism.pipeline_parallel_microbatch_size = 2;
+  });
+  EXPECT_NE(rows.find("training.local_batch_size = 3 does not divide into pipeline microbatches "
+                      "of parallelism.pipeline_parallel_microbatch_size = 2"),
+            std::string::npos)
+      << rows;
+  EXPECT_NE(invalid([](auto& c) {
+              c.parallelism.pipeline_parallel_layers_per_stage = 0;
+            }).find("parallelism.pipeline_parallel_layers_per_stage = 0: must be >= 1 or -1"),
+            std::string::npos);
+}
+
 TEST(Validate, SelectiveOptionIsAFrequencyOrOp) {
   EXPECT_EQ(selective_ac_frequency("op"), 0);
   EXPECT_EQ(selective_ac_frequency("3"), 3);

@@ -32,15 +32,17 @@ TEST(ParallelDims, ResolvesTheShardDegreeAndRejectsWhatIsNotBuilt) {
                           "context_parallel_degree=1", "tensor_parallel_degree=1",
                           "pipeline_parallel_degree=1", "expert_parallel_degree=1"})
     EXPECT_NE(product.find(key), std::string::npos) << key << ": " << product;
-  // What is not built yet says so first, whatever the world size (even one rank).
+  // Every parallelism is built: context and pipeline degrees resolve, leaving dp_shard the rest.
+  config::ParallelismConfig cp;
+  cp.context_parallel_degree = 2;
+  d = make_parallel_dims(cp, 4);
+  EXPECT_EQ(d.cp, 2);
+  EXPECT_EQ(d.dp_shard, 2);
   config::ParallelismConfig pp;
   pp.pipeline_parallel_degree = 2;
-  for (int64_t world : {1, 4}) {
-    const std::string e = error_of([&] { make_parallel_dims(pp, world); });
-    EXPECT_NE(e.find("parallelism.pipeline_parallel_degree = 2: not built yet"), std::string::npos)
-        << e;
-  }
-  // Tensor and expert parallelism are built: their degrees resolve.
+  d = make_parallel_dims(pp, 4);
+  EXPECT_EQ(d.pp, 2);
+  EXPECT_EQ(d.dp_shard, 2);
   config::ParallelismConfig tp_ep;
   tp_ep.tensor_parallel_degree = 2;
   tp_ep.expert_parallel_degree = 4;

@@ -64,6 +64,22 @@ TEST(MeshLayout, ExpertsBorrowTheirRanksFromShardTimesTensor) {
   EXPECT_EQ(hsdp.members("dp_replicate", 3), (Ranks{1, 3}));
 }
 
+TEST(MeshLayout, APipelineIsTheOutermostDimension) {
+  // pp 2 x dp_shard 2 x tp 2: a stage is 4 consecutive ranks; a pipeline group takes one rank
+  // of each stage with the same other coordinates (torchtitan's layout).
+  ParallelDims d = dims(1, 2, 2);
+  d.pp = 2;
+  d.world_size = 8;
+  const MeshLayout mesh(d);
+  EXPECT_EQ(mesh.members("pp", 5), (Ranks{1, 5}));
+  EXPECT_EQ(mesh.index_in("pp", 5), 1);
+  EXPECT_EQ(mesh.members("stage", 5), (Ranks{4, 5, 6, 7}));
+  EXPECT_EQ(mesh.members("dp_shard", 5), (Ranks{5, 7}));
+  EXPECT_EQ(mesh.members("tp", 5), (Ranks{4, 5}));
+  // Without a pipeline a stage is the world.
+  EXPECT_EQ(MeshLayout(dims(1, 2, 2)).members("stage", 3), (Ranks{0, 1, 2, 3}));
+}
+
 TEST(MeshLayout, RefusesWhatDoesNotFit) {
   EXPECT_NE(testing::error_of([] { MeshLayout(dims(1, 3, 1, 2)); }).find("expert degree 2"),
             std::string::npos);

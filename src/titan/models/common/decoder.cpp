@@ -297,7 +297,8 @@ StageOutput Decoder::forward_stage(const StageInput& input) {
               stage_.embedding ? "token ids [batch, seq]" : "hidden states [batch, seq, hidden]",
               " of this stage are missing");
   const at::Device dev = device();
-  const int64_t B = first.size(0), S = first.size(1);
+  const int64_t B = first.size(0);
+  const int64_t S = input.sequence_length > 0 ? input.sequence_length : first.size(1);
   const int64_t length = input.positions_end > 0 ? input.positions_end : S;
   // Each row's own positions: rows of the [length, d] tables, the values Hugging Face computes
   // for those position ids.
@@ -345,8 +346,17 @@ StageOutput Decoder::forward_stage(const StageInput& input) {
 
 at::Tensor Decoder::auxiliary_loss(const std::vector<at::Tensor>& router_logits) const {
   if (router_logits.empty()) return {};
-  return config_.balancing.router_aux_loss_coef / aux_loss_divisor_ *
-         load_balancing_loss(router_logits, config_.moe.num_experts, config_.moe.top_k);
+  return auxiliary_loss(routing_sums(router_logits));
+}
+
+LoadBalancingSums Decoder::routing_sums(const std::vector<at::Tensor>& router_logits) const {
+  return load_balancing_sums(router_logits, config_.moe.num_experts, config_.moe.top_k);
+}
+
+at::Tensor Decoder::auxiliary_loss(const LoadBalancingSums& sums) const {
+  const at::Tensor loss = load_balancing_loss(sums, config_.moe.num_experts);
+  if (!loss.defined()) return {};
+  return config_.balancing.router_aux_loss_coef / aux_loss_divisor_ * loss;
 }
 
 ModelOutput Decoder::forward(const at::Tensor& input_ids) {

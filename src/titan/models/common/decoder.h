@@ -26,6 +26,7 @@
 
 #include "titan/models/common/attention.h"
 #include "titan/models/common/feed_forward.h"
+#include "titan/models/common/moe.h"
 #include "titan/models/common/moe_layer.h"
 #include "titan/models/common/rms_norm.h"
 #include "titan/models/common/rope.h"
@@ -155,6 +156,9 @@ struct StageInput {
   // below `positions_end` (0: S).
   at::Tensor positions;
   int64_t positions_end = 0;
+  // The rows' length, when `hidden` holds a part of it (sequence parallelism splits the
+  // sequence over tp between the blocks); 0: the input's own.
+  int64_t sequence_length = 0;
   // [B, S] int64 each token's document (block-causal attention); undefined: causal rows.
   at::Tensor document_ids;
 };
@@ -194,6 +198,10 @@ class Decoder : public Model, public IncrementalDecoder, public LoraHost {
   // collected over every sparse block of the model (of every stage); undefined when the model
   // trains without it.
   at::Tensor auxiliary_loss(const std::vector<at::Tensor>& router_logits) const;
+  // The same in two halves, for a pipeline: the sums of this stage's router logits, and the
+  // scaled loss of sums whose selections and rows may be every stage's (moe.h).
+  LoadBalancingSums routing_sums(const std::vector<at::Tensor>& router_logits) const;
+  at::Tensor auxiliary_loss(const LoadBalancingSums& sums) const;
   // Tokens of each sparse layer's aux loss are split over this many ranks (tensor or context
   // parallelism route different tokens): their gradients are averaged over them.
   void set_aux_loss_divisor(double divisor) { aux_loss_divisor_ = divisor; }

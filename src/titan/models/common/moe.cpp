@@ -10,25 +10,38 @@ at::Tensor expert_counts(const at::Tensor& top_experts, int64_t num_experts) {
   return at::bincount(top_experts.reshape({-1}), {}, num_experts);
 }
 
-at::Tensor load_balancing_loss(const std::vector<at::Tensor>& router_logits, int64_t num_experts,
-                               int64_t top_k) {
-  TITAN_CHECK(!router_logits.empty(), "load_balancing_loss needs at least one MoE layer");
-  const auto device = router_logits.front().device();
-  at::Tensor counts = at::zeros({num_experts}, at::TensorOptions(device).dtype(at::kFloat));
-  at::Tensor prob_sum = at::zeros({num_experts}, at::TensorOptions(device).dtype(at::kFloat));
-  double rows = 0;
+LoadBalancingSums load_balancing_sums(const std::vector<at::Tensor>& router_logits,
+                                      int64_t num_experts, int64_t top_k) {
+  LoadBalancingSums sums;
+  const auto device = router_logits.empty() ? at::Device(at::kCPU) : router_logits.front().device();
+  sums.selected = at::zeros({num_experts}, at::TensorOptions(device).dtype(at::kFloat));
+  if (router_logits.empty()) return sums;
+  sums.probabilities = at::zeros({num_experts}, at::TensorOptions(device).dtype(at::kFloat));
   for (const auto& logits : router_logits) {
     const at::Tensor probs = at::softmax(logits, -1);
     {
       at::NoGradGuard no_grad;
-      const at::Tensor selected = std::get<1>(at::topk(probs, top_k, -1));
-      counts = counts + at::bincount(selected.reshape({-1}), {}, num_experts).to(at::kFloat);
+      const at::Tensor chosen = std::get<1>(at::topk(probs, top_k, -1));
+      sums.selected =
+          sums.selected + at::bincount(chosen.reshape({-1}), {}, num_experts).to(at::kFloat);
     }
-    prob_sum = prob_sum + probs.to(at::kFloat).sum(0);
-    rows += static_cast<double>(logits.size(0));
+    sums.probabilities = sums.probabilities + probs.to(at::kFloat).sum(0);
+    sums.rows += static_cast<double>(logits.size(0));
   }
-  return at::sum((counts / rows) * (prob_sum / rows).unsqueeze(0)) *
+  return sums;
+}
+
+at::Tensor load_balancing_loss(const LoadBalancingSums& sums, int64_t num_experts) {
+  if (!sums.probabilities.defined()) return {};
+  TITAN_CHECK(sums.rows > 0, "load_balancing_loss: no rows");
+  return at::sum((sums.selected / sums.rows) * (sums.probabilities / sums.rows).unsqueeze(0)) *
          static_cast<double>(num_experts);
+}
+
+at::Tensor load_balancing_loss(const std::vector<at::Tensor>& router_logits, int64_t num_experts,
+                               int64_t top_k) {
+  TITAN_CHECK(!router_logits.empty(), "load_balancing_loss needs at least one MoE layer");
+  return load_balancing_loss(load_balancing_sums(router_logits, num_experts, top_k), num_experts);
 }
 
 void update_expert_bias(at::Tensor& expert_bias, const at::Tensor& load, double rate) {

@@ -98,6 +98,9 @@ LAYOUTS = {
     "cp2_fsdp2_documents": (4, "dense", True, 2, ["--parallelism.context_parallel_degree", "2"]),
     "cp2_tp2": (4, "dense", False, 4, ["--parallelism.context_parallel_degree", "2",
                                        "--parallelism.tensor_parallel_degree", "2"]),
+    # The pipeline splits the layers, the cp ranks of each stage the rows' tokens.
+    "cp2_pp2_documents": (4, "dense", True, 4, ["--parallelism.context_parallel_degree", "2",
+                                                "--parallelism.pipeline_parallel_degree", "2"]),
     "cp2_ep2_moe": (2, "moe", False, 4, ["--parallelism.context_parallel_degree", "2",
                                          "--parallelism.expert_parallel_degree", "2"]),
 }

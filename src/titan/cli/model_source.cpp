@@ -157,7 +157,9 @@ LoadedModel load_peft_adapter(const std::string& dir, const models::BuildOptions
     for (const auto& t : targets) lora.target_modules.push_back(t.get<std::string>());
   }
   lora.initial_adapter_path = dir;
-  out.lora = lora::apply_lora(*out.model, lora, lora::fingerprint_hf_folder(base), 0,
+  lora::BaseWeights weights;  // the base is already loaded: only where the adapters live
+  weights.device = options.device;
+  out.lora = lora::apply_lora(*out.model, lora, lora::fingerprint_hf_folder(base), weights, 0,
                               options.compute_dtype);
   if (fs::exists(fs::path(dir) / "tokenizer.json")) out.tokenizer_dir = dir;
   return out;

@@ -415,15 +415,15 @@ class Trainer {
           *model_, *loss_, *parallel_, optimizer_->params(), precision_.device);
       return;
     }
-    // Activations cross stages as [microbatch rows, sequence (split over tp under sequence
-    // parallelism), hidden] in the compute dtype: every rank knows the shape.
+    // Activations cross stages as [microbatch rows, sequence (this cp rank's part, split over
+    // tp under sequence parallelism), hidden] in the compute dtype: every rank knows the shape.
     const bool sequence_split =
         cfg_.parallelism.enable_sequence_parallel && cfg_.parallelism.tensor_parallel_degree > 1;
     StageTransfer transfer;
-    transfer.shape = {
-        plan_->microbatch_size,
-        cfg_.training.seq_len / (sequence_split ? cfg_.parallelism.tensor_parallel_degree : 1),
-        models::as_decoder(*parts().front()).config().hidden_size};
+    transfer.shape = {plan_->microbatch_size,
+                      cfg_.training.seq_len / cfg_.parallelism.context_parallel_degree /
+                          (sequence_split ? cfg_.parallelism.tensor_parallel_degree : 1),
+                      models::as_decoder(*parts().front()).config().hidden_size};
     transfer.options = at::TensorOptions(precision_.device).dtype(precision_.compute_dtype);
     auto pipeline = std::make_unique<PipelineForwardBackward>(
         *plan_, static_cast<LocalStages&>(*model_), *loss_, *parallel_, optimizer_->params(),

@@ -105,6 +105,7 @@ TEST(DerivedDefaults, AnHfInitialLoadFolderSuppliesTheTokenizerAndConfig) {
 
 TEST(DerivedDefaults, MissingInputFoldersNameTheirKey) {
   TrainerConfig c;
+  c.training.dataset_path.clear();  // the folders' errors, not the (relative) dataset's
   c.checkpoint.initial_load_path = "nope";
   EXPECT_CONTAINS(error_of([&] { check_input_paths(c); }),
                   "checkpoint.initial_load_path = \"nope\": no such directory");

@@ -111,11 +111,3 @@ def test_masked_shuffled_prefetched_training_resumes_exactly(tmp_path, corpus, t
     bad = run_titan(*train_args(split, corpus, tokenizer_dir, 10, "--checkpoint.interval", "4",
                                 shuffle="false"), check=False)
     assert bad.returncode != 0 and "training.shuffle" in bad.stderr
-
-
-def test_document_masking_with_the_transformers_backend_is_refused(corpus, tokenizer_dir, tmp_path):
-    proc = run_titan("train", "--module", "qwen3", "--config", "qwen3_debugmodel",
-                     "--model.name", "transformers", "--training.document_masking", "true",
-                     "--training.dataset_path", corpus, "--model.hf_assets_path", tokenizer_dir,
-                     "--job.dump_folder", tmp_path / "run", check=False)
-    assert proc.returncode != 0 and "training.document_masking" in proc.stderr

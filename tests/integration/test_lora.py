@@ -350,7 +350,7 @@ def error_of(proc):
      "quantises linear weights only, but target model.layers.0.mlp.experts.down_proj is an "
      "expert stack"),
     (["--model.converters", "lora,float8"],
-     'model.converters = "float8": accepted values are lora'),
+     'model.converters = "float8": titan has no float8, MX or NVFP4 training'),
 ])
 def test_bad_settings_are_one_clear_error(extra, message, bases, small_corpus, tmp_path):
     proc = run_titan(*train_titan(bases / "moe", tmp_path / "job", small_corpus, *extra,

@@ -139,8 +139,8 @@ def test_damaged_shards_name_the_file(tmp_path, tokenizer_dir, texts):
     meta_path.write_text("{not json")
     assert f"token shard metadata {meta_path}: invalid JSON" in train_error(meta_path)
     assert "matches no file" in train_error(tmp_path / "none-*.bin")
-    assert f"token shard metadata {tmp_path / 'missing.json'} not found" in train_error(
-        tmp_path / "missing.json")
+    missing = tmp_path / "missing.json"
+    assert f'training.dataset_path = "{missing}": no such file' in train_error(missing)
 
 
 def test_threads_do_not_change_the_shards(tmp_path, tokenizer_dir, small_corpus):

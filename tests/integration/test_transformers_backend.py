@@ -87,8 +87,9 @@ def test_first_loss_is_transformers_own(tmp_path, small_corpus, tokenizer_dir, h
 
 def test_export_loads_in_transformers_with_the_trained_logits(tmp_path, small_corpus, hf_dir):
     dump = tmp_path / "run"
+    # In float32 (the recipe exports bfloat16): the export must hold the trained weights exactly.
     train(dump, small_corpus, *from_dir(hf_dir), "--checkpoint.enable",
-          "--checkpoint.last_save_in_hf", steps=3)
+          "--checkpoint.last_save_in_hf", "--checkpoint.export_dtype", "float32", steps=3)
     export = dump / "hf" / "step-3"
     model, info = AutoModelForCausalLM.from_pretrained(export, dtype=torch.float32,
                                                        output_loading_info=True)

@@ -23,8 +23,13 @@ struct Rule {
 constexpr const char* kFloat8 =
     "configures torchtitan's float8/MX converters, which no model.converters entry names (titan "
     "has no float8 or MX training), so it has no effect";
-constexpr const char* kPipeline =
-    "a pipeline-parallel setting; it applies only with parallelism.pipeline_parallel_degree > 1";
+constexpr const char* kMicrobatches =
+    "titan cuts training.local_batch_size into microbatches of "
+    "parallelism.pipeline_parallel_microbatch_size rows; this count is not read";
+constexpr const char* kStageSplit =
+    "titan places the stage boundaries by parallelism.pipeline_parallel_layers_per_stage and the "
+    "first and last stage's fewer layers (pipeline_parallel_first_stage_less_layers, "
+    "pipeline_parallel_last_stage_less_layers), not by module names";
 constexpr const char* kDataloader =
     "a setting of torchtitan's worker processes; titan prepares batches in a thread "
     "(training.prefetch_batches)";
@@ -153,28 +158,32 @@ const std::vector<Rule>& rules() {
        {"false"},
        "nothing is compiled",
        "titan has no compiled autograd"},
-      {"parallelism.pipeline_parallel_schedule", "", {}, kPipeline, ""},
-      {"parallelism.pipeline_parallel_schedule_csv", "", {}, kPipeline, ""},
-      {"parallelism.pipeline_parallel_microbatch_size", "", {}, kPipeline, ""},
-      {"parallelism.pipeline_parallel_microbatches", "", {}, kPipeline, ""},
-      {"parallelism.pipeline_parallel_first_stage_less_layers", "", {}, kPipeline, ""},
-      {"parallelism.pipeline_parallel_last_stage_less_layers", "", {}, kPipeline, ""},
-      {"parallelism.pipeline_parallel_layers_per_stage", "", {}, kPipeline, ""},
-      {"parallelism.pipeline_parallel_split_points", "", {}, kPipeline, ""},
-      {"parallelism.pipeline_parallel_expert_parallel_overlap", "", {}, kPipeline, ""},
-      {"parallelism.module_fqns_per_model_part", "", {}, kPipeline, ""},
-      {"parallelism.context_parallel_load_balancer",
+      // titan's own pipeline and context-parallel fields (pipeline_parallel_schedule,
+      // _microbatch_size, _layers_per_stage, _first/_last_stage_less_layers,
+      // context_parallel_load_balancer) are read as they are; these are torchtitan's others.
+      {"parallelism.pipeline_parallel_schedule_csv",
        "",
-       {},
-       "a context-parallel setting; it "
-       "applies only with context_parallel_degree > 1",
-       ""},
+       {""},
+       "empty: no schedule file",
+       "titan has no schedule read from a CSV file; it runs pipeline_parallel_schedule's"},
+      {"parallelism.pipeline_parallel_microbatches", "", {}, kMicrobatches, ""},
+      {"parallelism.pipeline_parallel_split_points",
+       "",
+       {""},
+       "empty: no split points",
+       kStageSplit},
+      {"parallelism.module_fqns_per_model_part", "", {""}, "empty: no module lists", kStageSplit},
+      {"parallelism.pipeline_parallel_expert_parallel_overlap",
+       "",
+       {"false"},
+       "nothing is overlapped",
+       "titan does not overlap expert parallelism with the pipeline"},
       {"parallelism.context_parallel_rotate_method",
        "",
-       {},
-       "a context-parallel setting; it "
-       "applies only with context_parallel_degree > 1",
-       ""},
+       {"allgather"},
+       "titan's context parallelism all-gathers keys and values",
+       "titan's context parallelism all-gathers keys and values (allgather); it has no other "
+       "rotate method"},
       {"parallelism.expert_tensor_parallel_degree",
        "",
        {"1"},

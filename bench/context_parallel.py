@@ -27,6 +27,16 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 TITAN = Path(os.environ.get("TITAN_BIN", REPO / "build" / "bin" / "titan"))
 SHORT = 256  # the row whose peak is each layout's base
+VOCAB = 151936
+
+
+def logits_buffer_mib(rows):
+    """The fused cross-entropy's logits buffer for a rank's `rows` tokens, kept from one call to
+    the next (kernels/cpu/cross_entropy.cpp: equal chunks of at most 2^27 float32 logits): a
+    cost of the loss that stops growing at 512 MiB, not an activation."""
+    most = max(1, min((1 << 27) // VOCAB, rows))
+    chunks = -(-rows // most)
+    return -(-rows // chunks) * VOCAB * 4 / 2**20
 
 
 def descendants(pid):
@@ -69,7 +79,10 @@ class PeakSampler(threading.Thread):
 
 def run(seq, cp, steps, dump):
     threads = max(1, (os.cpu_count() or 1) // cp)
-    env = dict(os.environ, OMP_NUM_THREADS=str(threads))
+    # glibc's default mmap threshold: titan otherwise keeps freed large blocks in its heap for
+    # reuse (common/heap_reuse.h), and the high-water mark would then count fragmentation, not
+    # the memory a rank holds at once.
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), MALLOC_MMAP_THRESHOLD_="131072")
     cmd = [sys.executable, "-m", "torch.distributed.run", "--no-python",
            f"--nproc_per_node={cp}", "--rdzv_backend", "c10d", "--rdzv_endpoint=localhost:0",
            "--role", "rank", "--tee", "3", str(TITAN), "train", "--module", "qwen3",
@@ -109,11 +122,13 @@ def main():
     lines = [f"debug model (hidden 256, 4 layers, 8 heads / 4 kv heads of 64), float32, one row, "
              f"{args.steps} steps, {os.cpu_count()} cores shared by the ranks. Peak = max over "
              f"ranks of VmHWM; base = the same layout at {SHORT} tokens; sequence = peak - base "
-             f"(activations, gathered K/V, attention pieces); loss diff = max relative "
+             f"(glibc's default mmap threshold, so freed blocks are returned); logits = the growth of the "
+             f"loss's logits buffer from the base (computed from its chunk rule); activations = "
+             f"sequence - logits (the layers' saved tensors, gathered K/V, attention pieces); loss diff = max relative "
              f"difference of the {args.steps} losses from CP 1's.", "",
-             "| tokens | CP | peak per rank | base | sequence per rank | vs CP 1 | step | "
-             "loss diff vs CP 1 |",
-             "|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "| tokens | CP | peak per rank | base | sequence per rank | logits | activations per "
+             "rank | vs CP 1 | step | loss diff vs CP 1 |",
+             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     print("\n".join(lines), flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         base = {cp: max(run(SHORT * cp, cp, 2, Path(tmp) / f"base{cp}")["peak_mib"])
@@ -124,11 +139,13 @@ def main():
                 r = run(seq, cp, args.steps, Path(tmp) / f"s{seq}cp{cp}")
                 peak = max(r["peak_mib"])
                 sequence = peak - base[cp]
-                first = first or (sequence, r["losses"])
+                logits = logits_buffer_mib(seq // cp) - logits_buffer_mib(SHORT)
+                activations = sequence - logits
+                first = first or (activations, r["losses"])
                 diff = max(abs(a - b) / abs(b) for a, b in zip(r["losses"], first[1]))
                 line = (f"| {seq} | {cp} | {peak:.0f} MiB | {base[cp]:.0f} MiB | "
-                        f"{sequence:.0f} MiB | {sequence / first[0]:.2f}x | {r['step_s']:.2f} s | "
-                        f"{diff:.1e} |")
+                        f"{sequence:.0f} MiB | {logits:.0f} MiB | {activations:.0f} MiB | "
+                        f"{activations / first[0]:.2f}x | {r['step_s']:.2f} s | {diff:.1e} |")
                 print(line, flush=True)
                 lines.append(line)
     if args.write_results:

@@ -36,9 +36,9 @@ MeshLayout::MeshLayout(const ParallelDims& dims) : dims_(dims) {
 }
 
 const std::vector<std::string>& MeshLayout::group_names() {
-  static const std::vector<std::string> names = {
-      "world", "pp", "dp_replicate", "dp_shard", "dp", "cp", "tp", "ep", "efsdp", "dp_cp",
-      "dp_shard_cp", "stage"};
+  static const std::vector<std::string> names = {"world", "pp",    "dp_replicate", "dp_shard",
+                                                 "dp",    "cp",    "tp",           "ep",
+                                                 "efsdp", "dp_cp", "dp_shard_cp",  "stage"};
   return names;
 }
 

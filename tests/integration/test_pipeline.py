@@ -257,6 +257,9 @@ def test_two_nodes_split_the_pipeline(tmp_path, small_corpus, single):
     (pp(2, "1F1B", 1), "1 microbatches (training.local_batch_size / "
                        "parallelism.pipeline_parallel_microbatch_size) must be at least"),
     (pp(2, "ZBVZeroBubble"), "a model with tied embeddings (tie_word_embeddings) cannot run"),
+    (pp(2) + ["--model.converters", "lora"],
+     "parallelism.pipeline_parallel_degree = 2: model.converters (LoRA) does not run under "
+     "pipeline parallelism yet"),
 ])
 def test_bad_pipelines_fail_with_one_clear_error(tmp_path, small_corpus, extra, needle):
     proc = torchrun(2, args(tmp_path / "bad", small_corpus, "dense", *extra), check=False,

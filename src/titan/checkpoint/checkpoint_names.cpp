@@ -33,10 +33,15 @@ int64_t step_of_folder(const std::string& path) {
   return *step;
 }
 
-std::string staging_folder_prefix(int64_t step) { return "." + step_folder_name(step) + ".tmp-"; }
+std::string staging_folder_prefix(int64_t step) {
+  // Appended piece by piece: GCC 12 warns falsely (-Wstringop-overflow) on "." + string.
+  std::string prefix = ".";
+  return prefix.append(step_folder_name(step)).append(".tmp-");
+}
 
 bool is_staging_folder_name(const std::string& name) {
-  return name.rfind("." + std::string(kStepPrefix), 0) == 0 &&
+  return name.size() > kStepPrefix.size() && name[0] == '.' &&
+         name.compare(1, kStepPrefix.size(), kStepPrefix) == 0 &&
          name.find(".tmp-") != std::string::npos;
 }
 

@@ -74,7 +74,7 @@ TrainerConfig debugmodel(bool moe) {
                               "norm_topk_prob=true", "intermediate_size=768"})
       c.model.hf_config_overrides.push_back(extra);
   } else {
-    c.model.hf_config_overrides.push_back("intermediate_size=768");
+    c.model.hf_config_overrides.emplace_back("intermediate_size=768");
   }
   // Transformers' default for a fresh config (output_router_logits false): the logged loss is
   // the model's own cross-entropy.

@@ -27,7 +27,7 @@ std::vector<std::string> config_warnings(const config::TrainerConfig& cfg,
                        " steps, so the lr rises to its peak at the last step and never decays");
   }
   if (cfg.training.sft && !cfg.training.document_masking) {
-    warnings.push_back(
+    warnings.emplace_back(
         "training.sft is on but training.document_masking is off: the conversations packed into "
         "a row attend to each other; set training.document_masking = true (or training.packing "
         "hf_flattening or torchtitan)");

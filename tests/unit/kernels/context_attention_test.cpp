@@ -70,7 +70,9 @@ TEST_P(ContextAttention, RanksTogetherEqualTheWholeSequence) {
   const at::Tensor v0 = at::randn({B, nkv, c.S, d}), probe = at::randn({B, nq, c.S, d});
   const at::Tensor ids =
       c.max_document > 0 ? random_documents(B, c.S, c.max_document) : at::Tensor();
-  if (ids.defined()) ASSERT_GT(ids.max().item<int64_t>(), 2);
+  if (ids.defined()) {
+    ASSERT_GT(ids.max().item<int64_t>(), 2);
+  }
 
   // One process: the attention op on the whole sequence.
   const at::Tensor q = q0.clone().requires_grad_(true), k = k0.clone().requires_grad_(true);

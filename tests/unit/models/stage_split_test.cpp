@@ -174,8 +174,11 @@ TEST(StageSplit, EachStageHoldsOnlyItsParts) {
   EXPECT_TRUE(last_names.count("model.norm.weight"));
   // Tied: the last stage holds the table too, as its head.
   EXPECT_TRUE(last_names.count("model.embed_tokens.weight"));
-  for (const std::string& name : first_names)
-    if (name.starts_with("model.layers.")) EXPECT_FALSE(last_names.count(name)) << name;
+  for (const std::string& name : first_names) {
+    if (name.starts_with("model.layers.")) {
+      EXPECT_FALSE(last_names.count(name)) << name;
+    }
+  }
   EXPECT_EQ(first->blocks().size() + last->blocks().size(),
             static_cast<size_t>(a.num_hidden_layers));
 }

@@ -24,7 +24,7 @@ std::string Action::str() const {
 
 std::string to_string(const std::vector<Action>& actions) {
   std::string out;
-  for (const Action& a : actions) out += (out.empty() ? "" : " ") + a.str();
+  for (const Action& a : actions) out.append(out.empty() ? "" : " ").append(a.str());
   return out;
 }
 

@@ -126,22 +126,22 @@ DecoderPlan standard_decoder_plan() {
        {"self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight",
         "self_attn.q_proj.bias", "self_attn.k_proj.bias", "self_attn.v_proj.bias",
         "mlp.gate_proj.weight", "mlp.up_proj.weight"})
-    plan.rules.push_back({column, Role::kColumn});
-  plan.rules.push_back({"self_attn.o_proj.weight", Role::kRow});
-  plan.rules.push_back({"mlp.down_proj.weight", Role::kRow});
+    plan.rules.emplace_back(column, Role::kColumn);
+  plan.rules.emplace_back("self_attn.o_proj.weight", Role::kRow);
+  plan.rules.emplace_back("mlp.down_proj.weight", Role::kRow);
   // Per-head norms see this rank's heads; the router this rank's share of the tokens.
   for (const char* partial :
        {"self_attn.q_norm.weight", "self_attn.k_norm.weight", "mlp.gate.weight"})
-    plan.rules.push_back({partial, Role::kPartialOverTp});
-  plan.rules.push_back({"mlp.experts.gate_up_proj", Role::kExpert});
-  plan.rules.push_back({"mlp.experts.down_proj", Role::kExpert});
-  plan.rules.push_back({"model.embed_tokens.weight", Role::kVocabulary});
-  plan.rules.push_back({"lm_head.weight", Role::kVocabulary});
+    plan.rules.emplace_back(partial, Role::kPartialOverTp);
+  plan.rules.emplace_back("mlp.experts.gate_up_proj", Role::kExpert);
+  plan.rules.emplace_back("mlp.experts.down_proj", Role::kExpert);
+  plan.rules.emplace_back("model.embed_tokens.weight", Role::kVocabulary);
+  plan.rules.emplace_back("lm_head.weight", Role::kVocabulary);
   // The layer norms, the final norm and the output bias see this rank's share of the sequence
   // under sequence parallelism.
   for (const char* norm : {"input_layernorm.weight", "post_attention_layernorm.weight",
                            "model.norm.weight", "self_attn.o_proj.bias"})
-    plan.rules.push_back({norm, Role::kSequencePartial});
+    plan.rules.emplace_back(norm, Role::kSequencePartial);
   return plan;
 }
 

@@ -71,7 +71,7 @@ class Matcher {
     return read_(key);
   }
   void mark_used(const std::string& key) { used_.insert(key); }
-  void add_problem(std::string problem) { other_.push_back(std::move(problem)); }
+  void add_problem(const char* problem) { other_.emplace_back(problem); }
 
   void throw_if_problems() const {
     std::vector<std::string> unexpected;

@@ -11,7 +11,8 @@ namespace {
 
 std::string format_list(const std::vector<int64_t>& values) {
   std::string out = "[";
-  for (size_t i = 0; i < values.size(); ++i) out += (i ? "," : "") + std::to_string(values[i]);
+  for (size_t i = 0; i < values.size(); ++i)
+    out.append(i ? "," : "").append(std::to_string(values[i]));
   return out + "]";
 }
 

@@ -2,9 +2,12 @@
 full precision, `titan forward` loads in the dtype asked for, and a model whose state cannot fit
 the machine stops at start-up with what would fit (docs/operations.md, "Memory")."""
 import os
+import re
 import shutil
 import subprocess
 import sys
+import threading
+import time
 
 import torch
 from safetensors.torch import save_file
@@ -100,6 +103,58 @@ def test_forward_loads_the_weights_in_the_dtype_asked_for(tmp_path):
         assert out.exists()
     held = peaks["model"] - peaks["tiny"]
     assert held < 0.75 * float32_bytes, (held, float32_bytes)
+
+
+def peak_anonymous_memory_of(*args):
+    """Runs titan ARGS, sampling its RssAnon (what it allocated, not the file pages it maps);
+    returns (stdout, its peak in bytes)."""
+    proc = subprocess.Popen([str(TITAN), *map(str, args)], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True,
+                            env=dict(os.environ, OMP_NUM_THREADS="1"))
+    peak = 0
+
+    def sample():
+        nonlocal peak
+        while proc.poll() is None:
+            try:
+                status = open(f"/proc/{proc.pid}/status").read()
+                peak = max(peak, int(re.search(r"RssAnon:\s+(\d+)", status).group(1)) * 1024)
+            except (OSError, AttributeError):
+                pass
+            time.sleep(0.01)
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    out = proc.communicate(timeout=600)[0]
+    sampler.join()
+    assert proc.returncode == 0, out[-3000:]
+    return out, peak
+
+
+def test_qlora_of_a_bf16_checkpoint_never_holds_a_tensor_in_float32(tokenizer_dir, small_corpus,
+                                                                   tmp_path):
+    """Qwen3's 151936-row embedding in bfloat16 (594 MiB here) is the frozen base's largest
+    tensor: a bfloat16 run reads it into bfloat16 in one copy at most. It used to pass through
+    float32 on the way (1.2 GB more): about three times the base at the peak."""
+    model = tmp_path / "model"
+    random_bf16_model(model, qwen3_config(hidden_size=2048, intermediate_size=2048,
+                                          num_hidden_layers=4, num_attention_heads=16))
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(tokenizer_dir / name, model / name)
+    embedding_bytes = 151936 * 2048 * 2
+    out, peak = peak_anonymous_memory_of(
+        "train", "--module", "qwen3", "--config", "qwen3_debugmodel", "--model.flavor", "auto",
+        "--checkpoint.initial_load_path", model, "--checkpoint.initial_load_in_hf",
+        "--training.dataset_path", small_corpus, "--model.converters", "lora",
+        "--lora.base_quantization", "nf4", "--training.mixed_precision_param", "bfloat16",
+        "--training.steps", 1, "--training.seq_len", 32, "--training.local_batch_size", 1,
+        "--job.dump_folder", tmp_path / "job")
+    # "holds A MiB of parameters, ...: C MiB, ...; and D MiB of frozen base"
+    line = next(line for line in out.splitlines() if " holds " in line)
+    state = (float(re.search(r": ([0-9.]+) MiB,", line).group(1)) +
+             float(re.search(r"and ([0-9.]+) MiB of frozen base", line).group(1))) * 2**20
+    assert state > embedding_bytes, line
+    assert peak < state + embedding_bytes, (peak, state)
 
 
 def test_a_model_whose_state_cannot_fit_stops_at_start_up_with_what_would(tokenizer_dir,

@@ -8,6 +8,7 @@
 #include "titan/cli/commands.h"
 #include "titan/cli/model_source.h"
 #include "titan/common/error.h"
+#include "titan/common/heap_reuse.h"
 #include "titan/config/derived_defaults.h"
 #include "titan/data/chat_template.h"
 #include "titan/data/data_loader.h"
@@ -86,6 +87,8 @@ int run_eval(const Args& args) {
   models::BuildOptions options;
   options.device = train::resolve_device(flags.get("--device", "auto"));
   LoadedModel loaded = load_model(flags.require("--model"), options);
+  // The batches' buffers reused from one to the next, once loading has given back what it freed.
+  keep_freed_blocks_for_reuse();
   const std::string tokenizer_dir = flags.get("--tokenizer", loaded.tokenizer_dir);
   TITAN_CHECK(!tokenizer_dir.empty(), "titan eval: no tokenizer.json next to the model; pass ",
               "--tokenizer DIR");

@@ -10,7 +10,6 @@
 #include "titan/cli/elastic_error_file.h"
 #include "titan/common/did_you_mean.h"
 #include "titan/common/error.h"
-#include "titan/common/heap_reuse.h"
 #include "titan/models/builtin_configs.h"
 
 namespace {
@@ -76,9 +75,6 @@ int main(int argc, char** argv) {
     return argc < 2 ? 2 : 0;
   }
   const std::string name = argv[1];
-  // Before any tensor exists: a training step's large buffers are then reused from one step to
-  // the next instead of being mapped and zero-filled anew (common/heap_reuse.h).
-  titan::keep_freed_blocks_for_reuse();
   const titan::cli::Args args(argv + 2, argv + argc);
   if (name == "--version" || name == "-V") return titan::cli::run_version(args);
   for (const auto& s : kSubcommands) {

@@ -7,6 +7,9 @@
 // embedding gradient and a 155 MB head gradient made anew each step) that is ~40 ms per
 // buffer. With both thresholds raised, those buffers are carved from the heap and reused, as
 // PyTorch's CUDA caching allocator reuses device memory; the process keeps its peak heap.
+// So it is called once the model is built and loaded (titan train, titan eval), not at start-up:
+// a load frees much (a layer at full precision before QLoRA quantises it, a shard's conversion
+// buffers), and with raised thresholds that would stay resident for the whole run.
 #pragma once
 
 namespace titan {

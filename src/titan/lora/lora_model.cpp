@@ -124,13 +124,9 @@ void materialize_base(models::Model& model, LoraSetup& setup, const BaseWeights&
   options.after_module = [&hf] {
     if (hf) hf->release_pages();
   };
-  models::materialize(
-      model,
-      [&source](const std::string& name, const at::Tensor& meta) {
-        const at::Tensor value = source(name, meta);
-        return value.scalar_type() == meta.scalar_type() ? value : value.to(meta.scalar_type());
-      },
-      options);
+  // The value goes to the frozen dtype in one copy: a bfloat16 file's embedding is never held
+  // in float32 on the way (a 1.5 GB detour at Qwen3-4B's vocabulary).
+  models::materialize(model, source, options);
   check_quantized(setup);
   count(model, setup);
 }

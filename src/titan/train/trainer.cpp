@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "titan/common/error.h"
+#include "titan/common/heap_reuse.h"
 #include "titan/config/config_fields.h"
 #include "titan/config/field_values.h"
 #include "titan/config/validate.h"
@@ -98,6 +99,11 @@ class Trainer {
   }
 
   TrainSummary train() {
+    // From here on a step's large buffers are reused from one step to the next instead of being
+    // mapped and zero-filled anew; not before, so that what loading frees (a layer at full
+    // precision before QLoRA quantises it, conversion buffers) goes back to the system
+    // (common/heap_reuse.h).
+    keep_freed_blocks_for_reuse();
     TrainSummary summary;
     summary.last_step = first_step_ - 1;
     last_logged_step_ = first_step_ - 1;

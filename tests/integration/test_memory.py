@@ -137,11 +137,12 @@ def test_qlora_of_a_bf16_checkpoint_never_holds_a_tensor_in_float32(tokenizer_di
     tensor: a bfloat16 run reads it into bfloat16 in one copy at most. It used to pass through
     float32 on the way (1.2 GB more): about three times the base at the peak."""
     model = tmp_path / "model"
-    random_bf16_model(model, qwen3_config(hidden_size=2048, intermediate_size=2048,
-                                          num_hidden_layers=4, num_attention_heads=16))
+    config = qwen3_config(hidden_size=2048, intermediate_size=2048, num_hidden_layers=4,
+                          num_attention_heads=16)
+    random_bf16_model(model, config)
     for name in ("tokenizer.json", "tokenizer_config.json"):
         shutil.copy(tokenizer_dir / name, model / name)
-    embedding_bytes = 151936 * 2048 * 2
+    embedding_bytes = config.vocab_size * config.hidden_size * 2  # bfloat16
     out, peak = peak_anonymous_memory_of(
         "train", "--module", "qwen3", "--config", "qwen3_debugmodel", "--model.flavor", "auto",
         "--checkpoint.initial_load_path", model, "--checkpoint.initial_load_in_hf",

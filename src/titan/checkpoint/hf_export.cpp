@@ -240,7 +240,7 @@ std::string generation_config_text(const nlohmann::json& config) {
   return python_style_json(generation);
 }
 
-NativeTensors model_parameters(models::Model& model, const TensorLayout& layout) {
+NativeTensors model_parameters(models::ModelTensors& model, const TensorLayout& layout) {
   NativeTensors out;
   const NamedTensors params = model.named_parameters();
   for (const auto& [name, local] : params)
@@ -250,7 +250,7 @@ NativeTensors model_parameters(models::Model& model, const TensorLayout& layout)
   return out;
 }
 
-void export_hf_directory(models::Model& model, const models::ModelSpec& spec,
+void export_hf_directory(models::ModelTensors& model, const models::ModelSpec& spec,
                          const std::string& out_dir, const std::string& export_dtype,
                          uint64_t max_shard_bytes, const std::string& tokenizer_src_dir,
                          const TensorLayout& layout, const NativeTensors* tensors) {

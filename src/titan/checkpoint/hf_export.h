@@ -37,7 +37,7 @@ struct NativeTensors {
   std::function<at::Tensor(size_t index)> full;
 };
 // The model's parameters, gathered through `layout` (what a plain export writes).
-NativeTensors model_parameters(models::Model& model, const TensorLayout& layout);
+NativeTensors model_parameters(models::ModelTensors& model, const TensorLayout& layout);
 
 // Exports the model to `out_dir`. Floating-point tensors are cast to `export_dtype`
 // (round-to-nearest-even); others are written as they are. Tokenizer files found in
@@ -50,7 +50,7 @@ NativeTensors model_parameters(models::Model& model, const TensorLayout& layout)
 // gathered in turn (streamed: never the whole model on one rank) and the coordinator writes.
 // `tensors`, when given, replaces the model's parameters (a LoRA export writes the base
 // weights with the adapters merged in, lora/merged_weights.h).
-void export_hf_directory(models::Model& model, const models::ModelSpec& spec,
+void export_hf_directory(models::ModelTensors& model, const models::ModelSpec& spec,
                          const std::string& out_dir, const std::string& export_dtype,
                          uint64_t max_shard_bytes, const std::string& tokenizer_src_dir,
                          const TensorLayout& layout = whole_tensors(),

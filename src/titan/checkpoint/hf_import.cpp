@@ -53,8 +53,8 @@ at::Tensor HfWeights::read(const std::string& name) const {
   return it->second.read();
 }
 
-void load_hf_weights(models::Model& model, const models::ModelSpec& spec, const std::string& dir,
-                     const TensorLayout& layout) {
+void load_hf_weights(models::ModelTensors& model, const models::ModelSpec& spec,
+                     const std::string& dir, const TensorLayout& layout) {
   const NamedTensors params = model.named_parameters();
   std::vector<LocalPiece> pieces;
   std::map<std::string, std::vector<int64_t>> global;

@@ -47,7 +47,7 @@ class HfWeights {
 // model's, Model::initialisation_order).
 // Every tensor is checked before the first parameter is written: on any error (missing,
 // unexpected or mis-shaped tensors, named) the model is left unchanged.
-void load_hf_weights(models::Model& model, const models::ModelSpec& spec, const std::string& dir,
-                     const TensorLayout& layout = whole_tensors());
+void load_hf_weights(models::ModelTensors& model, const models::ModelSpec& spec,
+                     const std::string& dir, const TensorLayout& layout = whole_tensors());
 
 }  // namespace titan::checkpoint

@@ -9,13 +9,14 @@
 
 namespace titan::checkpoint {
 
-NamedTensors model_tensors(models::Model& model) {
+NamedTensors model_tensors(models::ModelTensors& model) {
   NamedTensors out = model.named_parameters();
   for (auto& b : model.named_buffers()) out.push_back(b);
   return out;
 }
 
-void load_into_model(models::Model& model, const NamedTensors& tensors, const std::string& source) {
+void load_into_model(models::ModelTensors& model, const NamedTensors& tensors,
+                     const std::string& source) {
   load_into(model_tensors(model), tensors, source);
 }
 

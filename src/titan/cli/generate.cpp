@@ -95,7 +95,7 @@ int run_generate(const Args& args) {
                                          ? std::vector<int64_t>{}
                                          : eos_ids(loaded.model->hf_config("float32"));
 
-  models::IncrementalDecoder* decoder = loaded.model->decoder();
+  models::IncrementalDecoder* decoder = loaded.model->incremental_decoder();
   TITAN_CHECK(decoder != nullptr, "titan generate: model '", loaded.spec->name,
               "' does not support incremental decoding");
   at::Generator gen = at::detail::createCPUGenerator(flags.get_int("--seed", 0));

@@ -232,7 +232,7 @@ std::string describe(const LoraSetup& s) {
   return out.str();
 }
 
-NamedTensors trainable_parameters(models::Model& model) {
+NamedTensors trainable_parameters(models::ModelTensors& model) {
   NamedTensors out;
   for (auto& [name, p] : model.named_parameters())
     if (p.requires_grad()) out.emplace_back(name, p);

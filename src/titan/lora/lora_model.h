@@ -67,6 +67,6 @@ std::string describe(const LoraSetup& setup);
 
 // The parameters an optimizer trains and a checkpoint holds: those that require gradients
 // (everything without LoRA; the adapters with it).
-NamedTensors trainable_parameters(models::Model& model);
+NamedTensors trainable_parameters(models::ModelTensors& model);
 
 }  // namespace titan::lora

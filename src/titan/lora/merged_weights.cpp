@@ -8,7 +8,7 @@
 
 namespace titan::lora {
 
-checkpoint::NativeTensors merged_weights(models::Model& model, const LoraSetup& setup,
+checkpoint::NativeTensors merged_weights(models::ModelTensors& model, const LoraSetup& setup,
                                          const checkpoint::TensorLayout& layout) {
   checkpoint::NativeTensors out;
   const NamedTensors params = model.named_parameters();

@@ -11,7 +11,7 @@ namespace titan::lora {
 
 // Gathers through `layout` (a collective with a split one, in the same order on every rank).
 // `model` must outlive the result.
-checkpoint::NativeTensors merged_weights(models::Model& model, const LoraSetup& setup,
+checkpoint::NativeTensors merged_weights(models::ModelTensors& model, const LoraSetup& setup,
                                          const checkpoint::TensorLayout& layout);
 
 }  // namespace titan::lora

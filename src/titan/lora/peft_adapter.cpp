@@ -75,7 +75,7 @@ at::Tensor from_peft_layout(const Target& target, bool a, const at::Tensor& peft
   return peft.reshape({peft.size(0), -1, experts}).permute({2, 0, 1}).contiguous();
 }
 
-void write_peft_adapter(const std::string& dir, models::Model& model,
+void write_peft_adapter(const std::string& dir, models::ModelTensors& model,
                         const std::vector<Target>& targets, const config::LoraConfig& lora,
                         const std::string& base_model_name,
                         const checkpoint::TensorLayout& layout) {
@@ -130,7 +130,7 @@ void write_peft_adapter(const std::string& dir, models::Model& model,
   });
 }
 
-void read_peft_adapter(const std::string& dir, models::Model& model,
+void read_peft_adapter(const std::string& dir, models::ModelTensors& model,
                        const std::vector<Target>& targets, const config::LoraConfig& lora) {
   const fs::path config_path = fs::path(dir) / "adapter_config.json";
   TITAN_CHECK(fs::is_directory(dir), "lora.initial_adapter_path ", dir, ": not a directory");

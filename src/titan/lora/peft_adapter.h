@@ -32,7 +32,7 @@ at::Tensor from_peft_layout(const Target& target, bool a, const at::Tensor& peft
 // Writes the folder (a collective with a split `layout`: each adapter tensor is gathered in
 // turn; the coordinator writes, into a temporary sibling renamed into place). Adapters are
 // written in float32.
-void write_peft_adapter(const std::string& dir, models::Model& model,
+void write_peft_adapter(const std::string& dir, models::ModelTensors& model,
                         const std::vector<Target>& targets, const config::LoraConfig& lora,
                         const std::string& base_model_name,
                         const checkpoint::TensorLayout& layout = checkpoint::whole_tensors());
@@ -40,7 +40,7 @@ void write_peft_adapter(const std::string& dir, models::Model& model,
 // Reads a PEFT folder into the model's adapters (whole tensors: before parallelism splits
 // them). Its r and lora_alpha must be lora.rank and lora.alpha, and its tensors exactly the
 // targets' with their shapes; anything else throws titan::Error naming the file and tensor.
-void read_peft_adapter(const std::string& dir, models::Model& model,
+void read_peft_adapter(const std::string& dir, models::ModelTensors& model,
                        const std::vector<Target>& targets, const config::LoraConfig& lora);
 
 }  // namespace titan::lora

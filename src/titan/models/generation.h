@@ -1,5 +1,5 @@
 // Incremental decoding (titan generate): an optional interface a model offers through
-// Model::decoder(), so that the training interface does not carry a KV cache.
+// Model::incremental_decoder(), so that the training interface does not carry a KV cache.
 #pragma once
 
 #include <ATen/ATen.h>

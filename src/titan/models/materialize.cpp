@@ -53,7 +53,7 @@ void materialize(Model& model, const ParameterSource& source, const MaterializeO
                 " belongs to no module of the model, so it was not given storage");
 }
 
-ParameterSource seeded_initialisation(Model& model, uint64_t seed) {
+ParameterSource seeded_initialisation(ModelTensors& model, uint64_t seed) {
   // The generator walks the model's whole initialisation order: values of parameters this model
   // does not hold (another pipeline stage's) are drawn and dropped, so every value is the one a
   // whole model built with this seed has.
@@ -67,7 +67,7 @@ ParameterSource seeded_initialisation(Model& model, uint64_t seed) {
   // (LoRA's adapters are no part of it: they have their own initialisation.)
   for (const auto& [name, t] : model.initialisation_order())
     if (!is_lora_name(name)) walk->order.emplace_back(name, t.sizes().vec());
-  Model* m = &model;
+  ModelTensors* m = &model;
   return [walk, m](const std::string& name, const at::Tensor&) {
     while (walk->next < walk->order.size()) {
       const auto& [next_name, shape] = walk->order[walk->next++];
@@ -80,7 +80,7 @@ ParameterSource seeded_initialisation(Model& model, uint64_t seed) {
   };
 }
 
-bool has_meta_parameters(Model& model) {
+bool has_meta_parameters(ModelTensors& model) {
   for (const auto& [name, p] : model.named_parameters())
     if (p.is_meta()) return true;
   return false;

@@ -38,9 +38,9 @@ void materialize(Model& model, const ParameterSource& source, const MaterializeO
 
 // The model's own initialisation (Model::initialise_parameter) from a generator seeded with
 // `seed`, value after value: the values a model built with init_weights and that seed has.
-ParameterSource seeded_initialisation(Model& model, uint64_t seed);
+ParameterSource seeded_initialisation(ModelTensors& model, uint64_t seed);
 
 // Whether any parameter of `model` is still on the meta device.
-bool has_meta_parameters(Model& model);
+bool has_meta_parameters(ModelTensors& model);
 
 }  // namespace titan::models

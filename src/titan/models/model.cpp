@@ -16,7 +16,8 @@ ModelOutput Model::forward_packed(const at::Tensor& input_ids, const PackedDocum
   return forward(input_ids);
 }
 
-void Model::initialise_parameter(const std::string& name, at::Tensor& value, at::Generator&) {
+void ModelTensors::initialise_parameter(const std::string& name, at::Tensor& value,
+                                        at::Generator&) {
   TITAN_CHECK(false, "this model backend does not initialise ", name,
               " itself (its weights come from its own loader)");
 }

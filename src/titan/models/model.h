@@ -1,11 +1,15 @@
 // Model: what every model backend provides to the trainer, the loss, the checkpoint code and
-// the CLI (native Qwen3 today; the Transformers backend beside it). Everything else a model
-// may offer is an optional interface (generation.h) or lives in its ModelSpec (model_spec.h).
+// the CLI (the native decoder families, common/decoder.h, and the Transformers backend).
+// ModelTensors is the part of it that checkpoints, exports, the optimizer and LoRA need (the
+// trainer's model parts are one, train/model_parts.h); everything else a model may offer is an
+// optional interface (generation.h, StageForward and LoraHost below) or lives in its ModelSpec
+// (model_spec.h).
 #pragma once
 
 #include <ATen/ATen.h>
 #include <nlohmann/json.hpp>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -67,18 +71,68 @@ struct ModelOutput {
   at::Tensor extra_loss;  // auxiliary loss terms, already scaled (MoE aux loss); may be undefined
 };
 
-class Model {
- public:
-  virtual ~Model() = default;
+// The input of the forward of a pipeline stage (or of the whole model).
+struct StageInput {
+  at::Tensor tokens;  // [B, S] int64, for a stage with the embedding
+  at::Tensor hidden;  // [B, S, H], the previous stage's output, for any other
+  // [B, S] int64 each token's position (RoPE); undefined: 0..S-1 in every row. Positions are
+  // below `positions_end` (0: S).
+  at::Tensor positions;
+  int64_t positions_end = 0;
+  // The rows' length, when `hidden` holds a part of it (sequence parallelism splits the
+  // sequence over tp between the blocks); 0: the input's own.
+  int64_t sequence_length = 0;
+  // [B, S] int64 each token's document (block-causal attention); undefined: causal rows.
+  at::Tensor document_ids;
+};
 
-  // The forward up to the head, for input ids [B, S] (int64). The head itself is applied by
-  // the loss (chunked linear + cross-entropy) or by logits() below.
-  virtual ModelOutput forward(const at::Tensor& input_ids) = 0;
-  // The same for rows of packed documents. Models without block-causal attention refuse.
-  virtual ModelOutput forward_packed(const at::Tensor& input_ids, const PackedDocuments& documents);
-  // The output projection [V, H] as the forward sees it now (for tied models the embedding);
-  // read it at each use, since a wrapper may have swapped the tensor in its slot.
-  virtual at::Tensor output_weight() = 0;
+struct StageOutput {
+  // The last stage's final-norm output, or the last held block's output for the next stage.
+  at::Tensor hidden;
+  // Fixed-shape float32 tensors (StageForward::carried_shapes) that travel forward with the
+  // activations, added up stage after stage: this stage's share (today the per-expert routing
+  // selections of the MoE auxiliary loss). Their sums over every stage travel back with the
+  // gradients. The pipeline passes them along without knowing what they are.
+  std::vector<at::Tensor> carried;
+  // This stage's part of the auxiliary loss, already scaled as ModelOutput::extra_loss is, given
+  // the sums of `carried` over every stage; the parts of all stages add up to the whole model's
+  // auxiliary loss and its gradient. Unset, or an undefined result: no auxiliary loss here.
+  std::function<at::Tensor(const std::vector<at::Tensor>& totals)> auxiliary;
+};
+
+// The forward of a pipeline stage (a model cut by ModelSpec::pipeline, or the whole model): what
+// pipeline parallelism runs, knowing nothing else of the model.
+class StageForward {
+ public:
+  virtual ~StageForward() = default;
+  // The parts this model holds: the embedding when it holds it, else `input.hidden`; its
+  // blocks; the final norm when it holds the head.
+  virtual StageOutput forward_stage(const StageInput& input) = 0;
+  // The shapes of StageOutput::carried, the same on every stage of the model.
+  virtual std::vector<std::vector<int64_t>> carried_shapes() const { return {}; }
+};
+
+// The numbers of a model's architecture that code outside the model reads: the pipeline (the
+// activations' shape, the tied embedding) and the memory estimate.
+struct ModelShape {
+  int64_t layers = 0;       // blocks of the whole model
+  int64_t layers_held = 0;  // blocks this model holds (a pipeline stage's own; else all)
+  int64_t hidden_size = 0;
+  bool tied_embeddings = false;
+  std::string embedding_name;  // the input embedding's parameter (the tied head's too)
+  int64_t heads = 0;
+  int64_t kv_heads = 0;
+  int64_t head_dim = 0;
+  // The width of the feed-forward a token passes through (routed experts: top-k x an expert's).
+  int64_t intermediate_size = 0;
+};
+
+// What checkpoints, exports, the optimizer, LoRA and the initialisation need of a model: its
+// tensors by name, how to initialise one, its Hugging Face config. A model is one; so are the
+// parts of a model a training rank holds (train/model_parts.h).
+class ModelTensors {
+ public:
+  virtual ~ModelTensors() = default;
 
   // Parameters in native names (Hugging Face v5 in-memory names), in the model's order; a tied
   // head appears once, as its embedding.
@@ -97,6 +151,20 @@ class Model {
   virtual NamedTensors initialisation_order() { return named_parameters(); }
   // Hugging Face config.json for this model, with weights recorded as `dtype`.
   virtual nlohmann::json hf_config(const std::string& dtype) const = 0;
+  // LoRA adapters and NF4 base weights, when the model supports them.
+  virtual LoraHost* lora_host() { return nullptr; }
+};
+
+class Model : public ModelTensors {
+ public:
+  // The forward up to the head, for input ids [B, S] (int64). The head itself is applied by
+  // the loss (chunked linear + cross-entropy) or by logits() below.
+  virtual ModelOutput forward(const at::Tensor& input_ids) = 0;
+  // The same for rows of packed documents. Models without block-causal attention refuse.
+  virtual ModelOutput forward_packed(const at::Tensor& input_ids, const PackedDocuments& documents);
+  // The output projection [V, H] as the forward sees it now (for tied models the embedding);
+  // read it at each use, since a wrapper may have swapped the tensor in its slot.
+  virtual at::Tensor output_weight() = 0;
 
   // Every wrappable unit in forward order (embedding, blocks, final norm/head), and the
   // repeated blocks alone (what activation checkpointing and FSDP wrap). Empty when the model
@@ -104,10 +172,12 @@ class Model {
   virtual std::vector<Module*> modules() { return {}; }
   virtual std::vector<Module*> blocks() { return {}; }
 
+  // The numbers of its architecture (zeros where the model cannot tell).
+  virtual ModelShape shape() const { return {}; }
   // Incremental decoding with a KV cache, when the model supports it.
-  virtual IncrementalDecoder* decoder() { return nullptr; }
-  // LoRA adapters and NF4 base weights, when the model supports them.
-  virtual LoraHost* lora_host() { return nullptr; }
+  virtual IncrementalDecoder* incremental_decoder() { return nullptr; }
+  // The stage forward pipeline parallelism runs, when the model can be a pipeline stage.
+  virtual StageForward* stage_forward() { return nullptr; }
 };
 
 // Logits [B, S, V] in the compute dtype: forward(ids).hidden times output_weight().

@@ -29,8 +29,9 @@ using HeldElsewhere = std::function<bool(const std::string& name)>;
 class ModelState : public Stateful {
  public:
   // `lora`: the run's LoRA setup (nullptr without LoRA); must outlive this.
-  ModelState(models::Model& model, const models::ModelSpec& spec, const config::TrainerConfig& cfg,
-             const lora::LoraSetup* lora = nullptr, HeldElsewhere held_elsewhere = nullptr)
+  ModelState(models::ModelTensors& model, const models::ModelSpec& spec,
+             const config::TrainerConfig& cfg, const lora::LoraSetup* lora = nullptr,
+             HeldElsewhere held_elsewhere = nullptr)
       : model_(model),
         spec_(spec),
         cfg_(cfg),
@@ -44,7 +45,7 @@ class ModelState : public Stateful {
 
  private:
   NamedTensors tensors() const;
-  models::Model& model_;
+  models::ModelTensors& model_;
   const models::ModelSpec& spec_;
   const config::TrainerConfig& cfg_;
   const lora::LoraSetup* lora_;
@@ -53,7 +54,8 @@ class ModelState : public Stateful {
 
 class OptimizerState : public Stateful {
  public:
-  OptimizerState(AdamW& optimizer, models::Model& model, HeldElsewhere held_elsewhere = nullptr)
+  OptimizerState(AdamW& optimizer, models::ModelTensors& model,
+                 HeldElsewhere held_elsewhere = nullptr)
       : optimizer_(optimizer), model_(model), held_elsewhere_(std::move(held_elsewhere)) {}
   PartState save() const override { return {optimizer_.state(), nullptr}; }
   // The state of this rank's parameters (another stage's parameters' state is passed over).
@@ -61,7 +63,7 @@ class OptimizerState : public Stateful {
 
  private:
   AdamW& optimizer_;
-  models::Model& model_;
+  models::ModelTensors& model_;
   HeldElsewhere held_elsewhere_;
 };
 

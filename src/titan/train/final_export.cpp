@@ -22,11 +22,11 @@ bool names_hub_model(const std::string& id) {
 
 }  // namespace
 
-void export_lora(const models::ModelSpec& spec, models::Model& model, const lora::LoraSetup& setup,
-                 const std::string& merged_dir, const std::string& adapter_dir,
-                 const std::string& export_dtype, uint64_t max_shard_bytes,
-                 const std::string& tokenizer_dir, const std::string& base_model_name,
-                 const checkpoint::TensorLayout& layout) {
+void export_lora(const models::ModelSpec& spec, models::ModelTensors& model,
+                 const lora::LoraSetup& setup, const std::string& merged_dir,
+                 const std::string& adapter_dir, const std::string& export_dtype,
+                 uint64_t max_shard_bytes, const std::string& tokenizer_dir,
+                 const std::string& base_model_name, const checkpoint::TensorLayout& layout) {
   if (!adapter_dir.empty()) {
     lora::write_peft_adapter(adapter_dir, model, setup.targets, setup.config, base_model_name,
                              layout);
@@ -54,7 +54,7 @@ void export_lora(const models::ModelSpec& spec, models::Model& model, const lora
 }
 
 ExportedFolders export_hf_if_requested(const config::TrainerConfig& cfg,
-                                       const models::ModelSpec& spec, models::Model& model,
+                                       const models::ModelSpec& spec, models::ModelTensors& model,
                                        int64_t step, const checkpoint::TensorLayout& layout,
                                        const lora::LoraSetup* lora,
                                        const checkpoint::NativeTensors* tensors) {

@@ -25,16 +25,16 @@ struct ExportedFolders {
 // LoRA setup, or nullptr. `tensors`, when given, are what is written (a pipeline's, gathered
 // from its stages: pipeline/stage_export.h) instead of the model's parameters.
 ExportedFolders export_hf_if_requested(const config::TrainerConfig& cfg,
-                                       const models::ModelSpec& spec, models::Model& model,
+                                       const models::ModelSpec& spec, models::ModelTensors& model,
                                        int64_t step, const checkpoint::TensorLayout& layout,
                                        const lora::LoraSetup* lora = nullptr,
                                        const checkpoint::NativeTensors* tensors = nullptr);
 
 // The LoRA exports of `setup` into `merged_dir` and `adapter_dir` (either may be "": skipped).
-void export_lora(const models::ModelSpec& spec, models::Model& model, const lora::LoraSetup& setup,
-                 const std::string& merged_dir, const std::string& adapter_dir,
-                 const std::string& export_dtype, uint64_t max_shard_bytes,
-                 const std::string& tokenizer_dir, const std::string& base_model_name,
-                 const checkpoint::TensorLayout& layout);
+void export_lora(const models::ModelSpec& spec, models::ModelTensors& model,
+                 const lora::LoraSetup& setup, const std::string& merged_dir,
+                 const std::string& adapter_dir, const std::string& export_dtype,
+                 uint64_t max_shard_bytes, const std::string& tokenizer_dir,
+                 const std::string& base_model_name, const checkpoint::TensorLayout& layout);
 
 }  // namespace titan::train

@@ -1,7 +1,5 @@
 #include "titan/train/forward_backward.h"
 
-#include <limits>
-
 #include "titan/distributed/mesh_context.h"
 #include "titan/train/batch_loss.h"
 
@@ -21,9 +19,7 @@ at::Tensor AccumulatingForwardBackward::run(const std::vector<data::Batch>& batc
     const bool last = i + 1 == batches.size();
     parallel_.start_backward(last);
     const BatchLoss b = batch_loss(model_, loss_, batches[i], device_);
-    at::Tensor loss = b.loss_sum / scale.divisor;
-    if (b.extra_loss.defined()) loss = loss + b.extra_loss / scale.extra_scale;
-    if (scale.poison) loss = loss * std::numeric_limits<double>::quiet_NaN();
+    const at::Tensor loss = scale.loss(b.loss_sum, b.extra_loss);
     loss.backward();
     parallel_.finish_backward(last, params_);
     loss_sum.add_(loss.detach().to(at::kDouble));

@@ -33,7 +33,7 @@ bool model_weights_are_loaded(const config::TrainerConfig& cfg) {
 }
 
 int64_t load_initial_state(const config::TrainerConfig& cfg, const models::ModelSpec& spec,
-                           models::Model& model, CheckpointManager& checkpoints,
+                           models::ModelTensors& model, CheckpointManager& checkpoints,
                            const checkpoint::TensorLayout& layout, bool base_loaded) {
   const bool talk = layout.coordinator();
   const auto& ck = cfg.checkpoint;

@@ -32,7 +32,7 @@ bool model_weights_are_loaded(const config::TrainerConfig& cfg);
 // `base_loaded` (LoRA: model_converters.h loaded the base before parallelize) only a resume
 // loads anything.
 int64_t load_initial_state(const config::TrainerConfig& cfg, const models::ModelSpec& spec,
-                           models::Model& model, CheckpointManager& checkpoints,
+                           models::ModelTensors& model, CheckpointManager& checkpoints,
                            const checkpoint::TensorLayout& layout, bool base_loaded = false);
 
 }  // namespace titan::train

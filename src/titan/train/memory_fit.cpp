@@ -34,53 +34,47 @@ double nf4_bytes(double numel, bool double_quantization) {
          (double_quantization ? blocks + std::ceil(blocks / 256.0) * 4.0 : blocks * 4.0);
 }
 
-int64_t number(const nlohmann::json& config, const char* key, int64_t fallback) {
-  return config.contains(key) && config[key].is_number_integer() ? config[key].get<int64_t>()
-                                                                 : fallback;
-}
-
 // One micro-batch's saved activations, roughly: per layer and token, the tensors a pre-norm
 // decoder layer keeps for its backward (norm inputs and outputs, q/k/v, attention output, the
 // MLP's three intermediate-sized tensors); under full checkpointing only each layer's input
 // and one layer's worth, under selective about half. An estimate for a warning, not a bound.
-double activation_bytes(models::Model& model, const config::TrainerConfig& cfg,
-                        const Precision& precision, const distributed::ParallelDims& dims) {
-  const nlohmann::json c = model.hf_config("float32");
-  const int64_t hidden = number(c, "hidden_size", 0), layers = number(c, "num_hidden_layers", 0);
+double activation_bytes(const MemoryFitRun& run) {
+  const models::ModelShape s = run.model.shape();
+  const int64_t hidden = s.hidden_size, layers = s.layers_held;
   if (hidden <= 0 || layers <= 0) return 0;
-  int64_t intermediate = number(c, "intermediate_size", 4 * hidden);
-  if (c.contains("num_experts") && number(c, "num_experts", 0) > 0)
-    intermediate =
-        number(c, "moe_intermediate_size", intermediate) * number(c, "num_experts_per_tok", 1);
-  const int64_t heads = number(c, "num_attention_heads", 1);
-  const int64_t kv_heads = number(c, "num_key_value_heads", heads);
-  const int64_t head_dim = number(c, "head_dim", hidden / std::max<int64_t>(heads, 1));
-  const double tokens = static_cast<double>(cfg.training.local_batch_size * cfg.training.seq_len) /
-                        static_cast<double>(std::max<int64_t>(dims.cp, 1));
+  const int64_t intermediate = s.intermediate_size > 0 ? s.intermediate_size : 4 * hidden;
+  const int64_t heads = std::max<int64_t>(s.heads, 1);
+  const int64_t kv_heads = s.kv_heads > 0 ? s.kv_heads : heads;
+  const int64_t head_dim = s.head_dim > 0 ? s.head_dim : hidden / heads;
+  const double compute_bytes = bytes_of(run.precision.compute_dtype);
+  const double tokens = static_cast<double>(run.cfg.training.local_batch_size * run.local_sequence);
+  // Tensor parallelism splits a layer's tensors; under sequence parallelism local_sequence
+  // has split the tokens already.
+  const bool sequence_split = run.cfg.parallelism.enable_sequence_parallel && run.dims.tp > 1;
   const double per_token_layer =
       static_cast<double>(6 * hidden + 2 * (heads + kv_heads) * head_dim + 3 * intermediate) *
-      bytes_of(precision.compute_dtype) / static_cast<double>(std::max<int64_t>(dims.tp, 1));
+      compute_bytes / static_cast<double>(sequence_split ? 1 : std::max<int64_t>(run.dims.tp, 1));
   const double whole_layer = tokens * per_token_layer;
-  const double layer_input =
-      tokens * static_cast<double>(hidden) * bytes_of(precision.compute_dtype);
-  const std::string& mode = cfg.activation_checkpoint.mode;
+  const double layer_input = tokens * static_cast<double>(hidden) * compute_bytes;
+  const std::string& mode = run.cfg.activation_checkpoint.mode;
   if (mode == "full") return static_cast<double>(layers) * layer_input + whole_layer;
   if (mode == "selective") return static_cast<double>(layers) * whole_layer / 2.0;
   return static_cast<double>(layers) * whole_layer;
 }
 
-ModelStateEstimate estimate(models::Model& model, const config::TrainerConfig& cfg,
-                            const Precision& precision, const distributed::ParallelDims& dims,
-                            bool lora, const std::string& quantization) {
+ModelStateEstimate estimate(const MemoryFitRun& run, bool lora, const std::string& quantization) {
+  const config::TrainerConfig& cfg = run.cfg;
+  const Precision& precision = run.precision;
+  const distributed::ParallelDims& dims = run.dims;
   ModelStateEstimate e;
   const double param_bytes = bytes_of(precision.param_dtype);
-  const NamedTensors params = model.named_parameters();
+  const NamedTensors params = run.model.named_parameters();
   if (!lora) {
     for (const auto& [name, p] : params)
       e.parameters += static_cast<double>(p.numel()) * param_bytes / split_of(p, dims);
   } else {
     std::map<std::string, at::Tensor> by_name(params.begin(), params.end());
-    models::LoraHost* host = model.lora_host();
+    models::LoraHost* host = run.model.lora_host();
     TITAN_CHECK(host != nullptr, "model.converters = [\"lora\"]: this model has no LoRA support");
     config::LoraConfig settings = cfg.lora;
     settings.base_quantization = quantization;
@@ -107,7 +101,7 @@ ModelStateEstimate estimate(models::Model& model, const config::TrainerConfig& c
   }
   e.gradients = e.parameters;
   e.optimizer = 2 * e.parameters;
-  e.activations = activation_bytes(model, cfg, precision, dims);
+  e.activations = activation_bytes(run);
   return e;
 }
 
@@ -140,19 +134,15 @@ std::string format_gib(double bytes) {
   return buf;
 }
 
-ModelStateEstimate estimate_model_state(models::Model& model, const config::TrainerConfig& cfg,
-                                        const Precision& precision,
-                                        const distributed::ParallelDims& dims) {
-  const bool lora = std::find(cfg.model.converters.begin(), cfg.model.converters.end(), "lora") !=
-                    cfg.model.converters.end();
-  return estimate(model, cfg, precision, dims, lora, cfg.lora.base_quantization);
+ModelStateEstimate estimate_model_state(const MemoryFitRun& run) {
+  const auto& converters = run.cfg.model.converters;
+  const bool lora = std::find(converters.begin(), converters.end(), "lora") != converters.end();
+  return estimate(run, lora, run.cfg.lora.base_quantization);
 }
 
-ModelStateEstimate estimate_with_lora(models::Model& model, const config::TrainerConfig& cfg,
-                                      const Precision& precision,
-                                      const distributed::ParallelDims& dims,
+ModelStateEstimate estimate_with_lora(const MemoryFitRun& run,
                                       const std::string& base_quantization) {
-  return estimate(model, cfg, precision, dims, true, base_quantization);
+  return estimate(run, true, base_quantization);
 }
 
 double available_memory_bytes(at::Device device, int64_t local_ranks) {
@@ -163,9 +153,11 @@ double available_memory_bytes(at::Device device, int64_t local_ranks) {
   return available / static_cast<double>(std::max<int64_t>(local_ranks, 1));
 }
 
-std::string check_memory_fits(const ModelStateEstimate& e, double available, models::Model& model,
-                              const config::TrainerConfig& cfg, const Precision& precision,
-                              const distributed::ParallelDims& dims) {
+std::string check_memory_fits(const ModelStateEstimate& e, double available,
+                              const MemoryFitRun& run) {
+  const config::TrainerConfig& cfg = run.cfg;
+  const Precision& precision = run.precision;
+  const distributed::ParallelDims& dims = run.dims;
   if (available <= 0) return "";
   const bool lora = std::find(cfg.model.converters.begin(), cfg.model.converters.end(), "lora") !=
                     cfg.model.converters.end();
@@ -185,7 +177,7 @@ std::string check_memory_fits(const ModelStateEstimate& e, double available, mod
         << (precision.device.is_cuda() ? "" : " for each of its processes") << ". What would fit:";
     bool any = false;
     auto suggest = [&](const std::string& quantization, const std::string& flags) {
-      const ModelStateEstimate alt = estimate_with_lora(model, cfg, precision, dims, quantization);
+      const ModelStateEstimate alt = estimate_with_lora(run, quantization);
       if (alt.model_state() >= e.model_state()) return;
       out << (any ? ";" : "") << " " << flags << " (about " << format_gib(alt.model_state())
           << (alt.model_state() <= available ? ", fits" : ", does not fit either") << ")";

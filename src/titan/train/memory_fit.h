@@ -12,7 +12,7 @@
 
 #include "titan/config/trainer_config.h"
 #include "titan/distributed/parallel_dims.h"
-#include "titan/models/model.h"
+#include "titan/train/model_parts.h"
 #include "titan/train/precision.h"
 
 namespace titan::train {
@@ -28,16 +28,22 @@ struct ModelStateEstimate {
   double model_state() const { return parameters + gradients + optimizer + frozen; }
 };
 
-// `model` may be on the meta device. With model.converters = ["lora"] the estimate is the
-// adapters' and the frozen base's.
-ModelStateEstimate estimate_model_state(models::Model& model, const config::TrainerConfig& cfg,
-                                        const Precision& precision,
-                                        const distributed::ParallelDims& dims);
+// What an estimate is of: this rank's model parts (they may be on the meta device; a pipeline
+// stage counts its own layers only), the run's settings, and the tokens of a row this rank's
+// activations hold (MeshContext::local_sequence).
+struct MemoryFitRun {
+  ModelParts& model;
+  const config::TrainerConfig& cfg;
+  const Precision& precision;
+  const distributed::ParallelDims& dims;
+  int64_t local_sequence = 0;
+};
+
+// With model.converters = ["lora"] the estimate is the adapters' and the frozen base's.
+ModelStateEstimate estimate_model_state(const MemoryFitRun& run);
 
 // The same model under another converter setting, for the error's suggestions.
-ModelStateEstimate estimate_with_lora(models::Model& model, const config::TrainerConfig& cfg,
-                                      const Precision& precision,
-                                      const distributed::ParallelDims& dims,
+ModelStateEstimate estimate_with_lora(const MemoryFitRun& run,
                                       const std::string& base_quantization);
 
 // The memory this process may use: on the CPU, the machine's available memory (the cgroup's
@@ -49,8 +55,7 @@ double available_memory_bytes(at::Device device, int64_t local_ranks);
 // that would fit: LoRA, QLoRA, more ranks to shard over); returns a warning when the state
 // fits but the activations on top of it may not (suggesting activation checkpointing), else "".
 std::string check_memory_fits(const ModelStateEstimate& estimate, double available,
-                              models::Model& model, const config::TrainerConfig& cfg,
-                              const Precision& precision, const distributed::ParallelDims& dims);
+                              const MemoryFitRun& run);
 
 // "12.3 GiB"
 std::string format_gib(double bytes);

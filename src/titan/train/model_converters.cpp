@@ -14,10 +14,11 @@ namespace titan::train {
 
 std::optional<lora::LoraSetup> apply_model_converters(const config::TrainerConfig& cfg,
                                                       const models::ModelSpec& spec,
-                                                      models::Model& model,
+                                                      ModelParts& parts,
                                                       at::ScalarType compute_dtype,
                                                       at::Device device, bool talk) {
   if (!lora::lora_enabled(cfg)) return std::nullopt;
+  models::Model& model = parts.whole();
   const std::string path = initial_load_path(cfg);
   lora::BaseFingerprint base;
   const uint64_t seed = static_cast<uint64_t>(cfg.training.seed);

@@ -10,15 +10,17 @@
 #include "titan/config/trainer_config.h"
 #include "titan/lora/lora_model.h"
 #include "titan/models/model_spec.h"
+#include "titan/train/model_parts.h"
 
 namespace titan::train {
 
-// The LoRA setup when model.converters holds "lora", else nothing. `talk`: print the log lines.
+// The LoRA setup when model.converters holds "lora", else nothing; it applies to the whole
+// model (pipeline stages refuse LoRA, pipeline/pipeline_setup.h). `talk`: print the log lines.
 // The frozen base is held in `compute_dtype`; a model built on the meta device gets it weight
 // by weight, on `device` (lora/lora_model.h).
 std::optional<lora::LoraSetup> apply_model_converters(const config::TrainerConfig& cfg,
                                                       const models::ModelSpec& spec,
-                                                      models::Model& model,
+                                                      ModelParts& parts,
                                                       at::ScalarType compute_dtype,
                                                       at::Device device, bool talk);
 

@@ -12,6 +12,11 @@ struct StepScale {
   at::Tensor divisor;      // float32 scalar on the device: the global count of valid tokens
   double extra_scale = 1;  // the step's forwards x the ranks that read different rows
   bool poison = false;     // test hook (debug.inject_nonfinite_at_step): the loss is NaN
+
+  // The loss one forward's backward starts from: `cross_entropy_sum` / divisor + `auxiliary` /
+  // extra_scale, NaN under the test hook. Either may be undefined (a pipeline stage without
+  // the head has only its auxiliary part, which the hook leaves alone), not both.
+  at::Tensor loss(const at::Tensor& cross_entropy_sum, const at::Tensor& auxiliary) const;
 };
 
 }  // namespace titan::train

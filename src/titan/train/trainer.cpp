@@ -5,9 +5,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
-#include <map>
-#include <set>
-#include <sstream>
 #include <thread>
 
 #include <unistd.h>
@@ -19,9 +16,7 @@
 #include "titan/config/validate.h"
 #include "titan/data/data_loader.h"
 #include "titan/data/tokenizer/tokenizer.h"
-#include "titan/distributed/pipeline/pipeline_plan.h"
 #include "titan/kernels/override_resolver.h"
-#include "titan/models/common/decoder.h"
 #include "titan/models/materialize.h"
 #include "titan/models/model_spec.h"
 #include "titan/train/checkpoint_manager.h"
@@ -40,11 +35,10 @@
 #include "titan/train/memory_fit.h"
 #include "titan/train/metrics.h"
 #include "titan/train/model_converters.h"
+#include "titan/train/model_parts.h"
+#include "titan/train/model_state_log.h"
 #include "titan/train/optimizer.h"
-#include "titan/train/pipeline/local_stages.h"
-#include "titan/train/pipeline/pipeline_forward_backward.h"
-#include "titan/train/pipeline/stage_export.h"
-#include "titan/train/pipeline/stage_tensors.h"
+#include "titan/train/pipeline/pipeline_setup.h"
 #include "titan/train/placed_layout.h"
 #include "titan/train/precision.h"
 #include "titan/train/progress_line.h"
@@ -152,7 +146,7 @@ class Trainer {
       // The first step may be slow (allocation, first collectives): it had the init timeout,
       // and the pipeline's bubble is measured from the next one on.
       if (step == first_step_ && dist_.world) dist_.world->use_train_timeout();
-      if (step == first_step_ && pipeline_ != nullptr) pipeline_->take_times();
+      if (step == first_step_ && pipeline_) pipeline_->restart_timing();
       if (stopping && step < cfg_.training.steps) {
         summary.stop_signal = stop_->signal() != 0 ? stop_->signal() : -1;
         break;
@@ -166,15 +160,13 @@ class Trainer {
     checkpoints_->finish();
     if (cfg_.checkpoint.enable) summary.checkpoint_dir = checkpoints_->step_dir(summary.last_step);
     // A stopped run is not finished: its final export waits for the resumed run's end.
-    if (pipeline_ != nullptr) log_pipeline_times();
+    if (pipeline_) pipeline_->log_times(parts_);
     if (summary.stop_signal == 0) {
       // A pipeline's export gathers each tensor from the stage that holds it.
       std::optional<checkpoint::NativeTensors> staged;
-      if (stage_tensors_)
-        staged = pipeline_parameters(*model_, *layout_, *stage_tensors_,
-                                     *parallel_->mesh().group("pp"), precision_.device);
+      if (pipeline_) staged = pipeline_->export_tensors(parts_, *layout_);
       const ExportedFolders exported =
-          export_hf_if_requested(cfg_, *spec_, *model_, summary.last_step, *layout_,
+          export_hf_if_requested(cfg_, *spec_, parts_, summary.last_step, *layout_,
                                  lora_ ? &*lora_ : nullptr, staged ? &*staged : nullptr);
       summary.hf_export_dir = exported.hf;
       summary.adapter_export_dir = exported.adapter;
@@ -244,10 +236,11 @@ class Trainer {
   }
 
   // The model, built whole on every rank (parallelize splits it), with the implementation of
-  // every overridable op chosen at its call site. It is built as shapes only: the memory check
-  // reads them, then each weight gets its storage once, in the dtype it keeps (LoRA's base from
-  // the converter, weight by weight; any other model uninitialised when a load will fill it,
-  // else from the seeded init). Under pipeline parallelism the rank keeps its stages only.
+  // every overridable op chosen at its call site; under pipeline parallelism the rank keeps its
+  // stages only (pipeline/pipeline_setup.h). It is built as shapes only: the memory check reads
+  // them, then each weight gets its storage once, in the dtype it keeps (LoRA's base from the
+  // converter, weight by weight; any other model uninitialised when a load will fill it, else
+  // from the seeded init).
   void build_model() {
     overrides_.emplace(make_override_resolver(cfg_, precision_));
     spec_ = &models::get_model_spec(cfg_.model.name);
@@ -258,91 +251,50 @@ class Trainer {
     build.seed = static_cast<uint64_t>(cfg_.training.seed);
     build.overrides = &*overrides_;
     build.meta_parameters = true;  // (the Transformers backend builds with its weights)
-    if (pipelined())
-      TITAN_CHECK(spec_->pipeline, "parallelism.pipeline_parallel_degree = ", dist_.dims.pp,
-                  ": model.name = ", spec_->name, " (", spec_->description,
-                  ") cannot be split into pipeline stages; the native model (model.name = "
-                  "qwen3) can");
-    model_ = spec_->build(cfg_, build);
-    const int64_t model_vocab = model_->output_weight().size(0);
+    std::unique_ptr<models::Model> model = spec_->build(cfg_, build);
+    const int64_t model_vocab = model->output_weight().size(0);
     TITAN_CHECK(tokenizer_->vocab_size() <= model_vocab, "the tokenizer in ",
                 cfg_.model.hf_assets_path, " has ", tokenizer_->vocab_size(),
                 " tokens but the model's vocabulary is ", model_vocab);
-    if (auto w = seq_len_warning(cfg_.training.seq_len, model_->hf_config("float32"),
-                                 "training.seq_len");
+    if (auto w =
+            seq_len_warning(cfg_.training.seq_len, model->hf_config("float32"), "training.seq_len");
         w && dist_.rank() == 0)
       print_warning(*w);
     // Counted on the whole model, before parallelism splits it (and before QLoRA takes its
     // projections out of the parameters); each pipeline stage does about 1/pp of it.
     if (spec_->flops_per_token)
-      flops_per_token_ = spec_->flops_per_token(*model_, cfg_.training.seq_len) /
+      flops_per_token_ = spec_->flops_per_token(*model, cfg_.training.seq_len) /
                          static_cast<double>(dist_.dims.pp);
-    if (pipelined()) keep_stages(build);
+    if (dist_.dims.pp > 1) {
+      pipeline_.emplace(cfg_, *spec_, *model, *parallel_, precision_.device);
+      parts_ = pipeline_->build_stages(build);
+    } else {
+      parts_ = ModelParts(std::move(model));
+    }
     check_memory();
-    lora_ = apply_model_converters(cfg_, *spec_, *model_, precision_.compute_dtype,
+    lora_ = apply_model_converters(cfg_, *spec_, parts_, precision_.compute_dtype,
                                    precision_.device, dist_.rank() == 0);
-    if (models::has_meta_parameters(*model_)) {
-      models::MaterializeOptions options;
-      options.device = precision_.device;
-      // A stage draws the whole model's values in order and keeps its own: every stage gets
-      // the values one process has.
-      for (models::Model* part : parts())
-        models::materialize(
-            *part,
-            model_weights_are_loaded(cfg_)
-                ? models::ParameterSource()
-                : models::seeded_initialisation(*part, static_cast<uint64_t>(cfg_.training.seed)),
-            options);
-    }
-  }
-
-  // Pipeline parallelism: the plan (every rank computes the same), then this rank's stages,
-  // each a model built as shapes and cut to its stage's parts.
-  void keep_stages(const models::BuildOptions& build) {
-    const models::DecoderConfig& whole = models::as_decoder(*model_).config();
-    plan_.emplace(distributed::pipeline::plan_pipeline(
-        cfg_.parallelism, cfg_.training.local_batch_size, whole.num_layers));
-    TITAN_CHECK(!(whole.tie_word_embeddings && plan_->placement.v),
-                "parallelism."
-                "pipeline_parallel_schedule = ",
-                schedule_name(plan_->schedule),
-                " puts the first and the last stage on one rank, "
-                "which a model with tied embeddings (tie_word_embeddings) cannot run yet; use "
-                "InterleavedZeroBubble");
-    TITAN_CHECK(cfg_.model.converters.empty(),
-                "parallelism.pipeline_parallel_degree = ", dist_.dims.pp,
-                ": model.converters (LoRA) does not run under pipeline "
-                "parallelism yet");
-    std::vector<LocalStages::Stage> stages;
-    for (int64_t index : plan_->placement.stages_of(pipeline_rank())) {
-      std::unique_ptr<models::Model> stage = spec_->build(cfg_, build);
-      spec_->pipeline(*stage, plan_->parts[index]);
-      stages.push_back({index, std::move(stage)});
-      std::cout << "[titan] rank " << dist_.rank() << " of " << dist_.env.world_size
-                << ": pipeline " << plan_->describe_stage(index) << " ("
-                << schedule_name(plan_->schedule) << ", " << plan_->microbatches
-                << " microbatches of " << plan_->microbatch_size
-                << (plan_->microbatch_size == 1 ? " row)" : " rows)") << std::endl;
-    }
-    model_ = std::make_unique<LocalStages>(std::move(stages));
-  }
-
-  // The models this rank runs: its pipeline stages, or the one model.
-  std::vector<models::Model*> parts() {
-    if (!pipelined()) return {model_.get()};
-    std::vector<models::Model*> out;
-    auto& stages = static_cast<LocalStages&>(*model_);
-    for (size_t i = 0; i < stages.stages().size(); ++i) out.push_back(&stages.stage(i));
-    return out;
+    if (!models::has_meta_parameters(parts_)) return;
+    models::MaterializeOptions options;
+    options.device = precision_.device;
+    // A stage draws the whole model's values in order and keeps its own: every stage gets the
+    // values one process has.
+    for (models::Model* part : parts_.models())
+      models::materialize(
+          *part,
+          model_weights_are_loaded(cfg_)
+              ? models::ParameterSource()
+              : models::seeded_initialisation(*part, static_cast<uint64_t>(cfg_.training.seed)),
+          options);
   }
 
   // Whether this rank's share of the model state fits its memory, from the shapes alone: a
   // run that cannot fit stops here, before anything is allocated, with what would fit.
   void check_memory() {
-    const ModelStateEstimate estimate = estimate_model_state(*model_, cfg_, precision_, dist_.dims);
+    const MemoryFitRun run{parts_, cfg_, precision_, dist_.dims, local_sequence()};
     const std::string warning = check_memory_fits(
-        estimate, available_memory_bytes(precision_.device, dist_.env.local_world_size), *model_,
-        cfg_, precision_, dist_.dims);
+        estimate_model_state(run),
+        available_memory_bytes(precision_.device, dist_.env.local_world_size), run);
     if (!warning.empty() && dist_.rank() == 0) print_warning(warning);
   }
 
@@ -350,7 +302,7 @@ class Trainer {
   // of it (the vocabulary-parallel loss when tensor parallelism split the head).
   void build_loss() {
     // (Under pipeline parallelism only the last stage computes it, with its head.)
-    loss_.emplace(*parts().back(), &*overrides_, parallel_->vocab_parallel_loss(),
+    loss_.emplace(parts_.last(), &*overrides_, parallel_->vocab_parallel_loss(),
                   parallel_->vocabulary());
   }
 
@@ -367,31 +319,16 @@ class Trainer {
     TITAN_CHECK(!parallel_->dims().data_parallel() || spec_->parallelize, "model '", spec_->name,
                 "' has no parallelize step, so it cannot train data-parallel");
     if (spec_->parallelize)
-      for (models::Model* part : parts()) spec_->parallelize(*part, cfg_, *parallel_);
-    if (pipelined()) hold_stage_tensors();
+      for (models::Model* part : parts_.models()) spec_->parallelize(*part, cfg_, *parallel_);
+    if (pipeline_) pipeline_->hold_stage_tensors(parts_);
     parallel_->finish_placements();
-  }
-
-  // Every tensor of this rank's stages is its stage's (each stage writes its own to
-  // checkpoints); a tied model's last stage holds a copy of the first stage's embedding table.
-  // Which rank holds which tensor is shared once, for loading and the export.
-  void hold_stage_tensors() {
-    NamedTensors tensors = model_->named_parameters();
-    for (auto& b : model_->named_buffers()) tensors.push_back(b);
-    std::set<std::string> copies;
-    if (models::as_decoder(*parts().front()).config().tie_word_embeddings)
-      copies.insert("model.embed_tokens.weight");
-    parallel_->hold_on_stage(tensors, copies);
-    std::vector<std::string> names;
-    for (const auto& [name, t] : tensors) names.push_back(name);
-    stage_tensors_.emplace(*parallel_->mesh().group("pp"), names, precision_.device);
   }
 
   // The optimizer over the tensors the parallelized model trains (after parallelize, as in
   // torchtitan), the spec's post-optimizer hooks, the schedule and the gradient norm.
   void build_optimizer() {
     // What requires gradients: every parameter, or with LoRA the adapters alone.
-    const NamedTensors params = lora::trainable_parameters(*model_);
+    const NamedTensors params = lora::trainable_parameters(parts_);
     optimizer_.emplace(params, cfg_.optimizer);
     for (const auto& [name, p] : params) params_.push_back(p);
     grad_squares_.emplace(params, parallel_->placements(), parallel_->mesh());
@@ -406,46 +343,33 @@ class Trainer {
         hooks.all_reduce_sum = [this](at::Tensor& t) {
           parallel_->all_reduce("layer_replicas", t);
         };
-      for (models::Model* part : parts()) spec_->post_optimizer_build(*part, hooks);
+      for (models::Model* part : parts_.models()) spec_->post_optimizer_build(*part, hooks);
     }
     scheduler_.emplace(cfg_.lr_scheduler, cfg_.training.steps, cfg_.optimizer.lr);
-    log_model_state_size();
+    std::cout << model_state_line({optimizer_->params(), parts_, *parallel_,
+                                   lora_ ? &*lora_ : nullptr, parts_.staged(),
+                                   pipeline_ ? pipeline_->describe(parts_) : ""})
+              << std::endl;
     peak_flops_ = device_peak_flops(precision_.device);
   }
 
   // What runs a step's forwards and backwards: the micro-batch loop, or the pipeline's
   // schedule over this rank's stages.
   void build_step() {
-    if (!pipelined()) {
+    if (pipeline_)
+      forward_backward_ = pipeline_->forward_backward(parts_, *loss_, optimizer_->params(),
+                                                      precision_.compute_dtype);
+    else
       forward_backward_ = std::make_unique<AccumulatingForwardBackward>(
-          *model_, *loss_, *parallel_, optimizer_->params(), precision_.device);
-      return;
-    }
-    // Activations cross stages as [microbatch rows, sequence (this cp rank's part, split over
-    // tp under sequence parallelism), hidden] in the compute dtype: every rank knows the shape.
-    const bool sequence_split =
-        cfg_.parallelism.enable_sequence_parallel && cfg_.parallelism.tensor_parallel_degree > 1;
-    StageTransfer transfer;
-    transfer.shape = {plan_->microbatch_size,
-                      cfg_.training.seq_len / cfg_.parallelism.context_parallel_degree /
-                          (sequence_split ? cfg_.parallelism.tensor_parallel_degree : 1),
-                      models::as_decoder(*parts().front()).config().hidden_size};
-    transfer.options = at::TensorOptions(precision_.device).dtype(precision_.compute_dtype);
-    auto pipeline = std::make_unique<PipelineForwardBackward>(
-        *plan_, static_cast<LocalStages&>(*model_), *loss_, *parallel_, optimizer_->params(),
-        std::move(transfer), precision_.device);
-    pipeline_ = pipeline.get();
-    forward_backward_ = std::move(pipeline);
+          parts_.whole(), *loss_, *parallel_, optimizer_->params(), precision_.device);
   }
 
   // The checkpoint's parts, declared once, and what writes the step lines. A pipeline rank
   // loads its stages' tensors from checkpoints that hold every stage's.
   void build_checkpointing() {
-    HeldElsewhere elsewhere;
-    if (stage_tensors_)
-      elsewhere = [this](const std::string& name) { return stage_tensors_->held_elsewhere(name); };
-    model_state_.emplace(*model_, *spec_, cfg_, lora_ ? &*lora_ : nullptr, elsewhere);
-    optimizer_state_.emplace(*optimizer_, *model_, elsewhere);
+    const HeldElsewhere elsewhere = pipeline_ ? pipeline_->held_elsewhere() : nullptr;
+    model_state_.emplace(parts_, *spec_, cfg_, lora_ ? &*lora_ : nullptr, elsewhere);
+    optimizer_state_.emplace(*optimizer_, parts_, elsewhere);
     scheduler_state_.emplace(train_state_);
     loader_state_.emplace(*loader_);
     checkpoints_.emplace(cfg_,
@@ -463,7 +387,7 @@ class Trainer {
 
   // Resume, an initial load, or the fresh model.
   void restore() {
-    train_state_.step = load_initial_state(cfg_, *spec_, *model_, *checkpoints_, *layout_,
+    train_state_.step = load_initial_state(cfg_, *spec_, parts_, *checkpoints_, *layout_,
                                            /*base_loaded=*/lora_.has_value());
     first_step_ = train_state_.step + 1;
     if (first_step_ > 1)
@@ -476,8 +400,6 @@ class Trainer {
 
   // The ranks that read different rows of a step, and this rank's index among them.
   int64_t batch_ranks() const { return parallel_->purpose_size("batch"); }
-  bool pipelined() const { return dist_.dims.pp > 1; }
-  int64_t pipeline_rank() const { return parallel_->coordinate("pp"); }
   int64_t batch_rank() const { return parallel_->purpose_rank("batch"); }
 
   // How the ranks write one checkpoint together: through the store, into a folder named after
@@ -555,7 +477,7 @@ class Trainer {
     parallel_->all_reduce("loss", valid_tokens);
     StepScale scale;
     scale.divisor = valid_tokens.reshape({}).to(at::kFloat);
-    const int64_t forwards = micro_batches_ * (plan_ ? plan_->microbatches : 1);
+    const int64_t forwards = micro_batches_ * (pipeline_ ? pipeline_->microbatches() : 1);
     scale.extra_scale = static_cast<double>(forwards * batch_ranks());
     scale.poison = step == cfg_.debug.inject_nonfinite_at_step;
     return scale;
@@ -644,84 +566,10 @@ class Trainer {
     loader_state_->save_position(std::nullopt);
   }
 
-  // What this rank holds of the model: data parallelism should bring it close to 1/N.
-  // What this rank holds of the model's state (parameters, as much again of gradients, twice as
-  // much of AdamW's moments), and its share of the whole model: parallelism should bring the
-  // share close to 1 / (the ranks it splits the model over).
-  void log_model_state_size() const {
-    double bytes = 0, whole = 0;
-    auto global_numel = [this](const std::string& name, const at::Tensor& p) {
-      const TensorPlacement* placement = parallel_->placements().find(name);
-      if (placement == nullptr) return static_cast<double>(p.numel());
-      double numel = 1;
-      for (int64_t d : placement->global_shape) numel *= static_cast<double>(d);
-      return numel;
-    };
-    std::map<std::string, at::Tensor> held;
-    for (const auto& [name, p] : optimizer_->params()) {
-      const double element = static_cast<double>(p.element_size());
-      bytes += static_cast<double>(p.numel()) * element;
-      whole += global_numel(name, p) * element;
-      held[name] = p;
-    }
-    // A pipeline stage's share is of the whole model, every stage's tensors counted.
-    if (pipelined()) {
-      whole = 0;
-      for (const auto& [name, t] : model_->initialisation_order()) {
-        auto it = held.find(name);
-        whole +=
-            (it != held.end() ? global_numel(name, it->second) : static_cast<double>(t.numel())) *
-            static_cast<double>(t.element_size());
-      }
-    }
-    const double mib = bytes / (1024.0 * 1024.0);
-    std::ostringstream line;
-    line.setf(std::ios::fixed);
-    line.precision(mib < 1 ? 3 : 1);  // LoRA's adapters may take well under a MiB
-    line << "[titan] rank " << dist_.rank() << " of " << dist_.env.world_size << " holds " << mib
-         << " MiB of parameters, as much again of gradients and " << 2 * mib
-         << " MiB of optimizer state: " << 4 * mib << " MiB, ";
-    line.precision(2);
-    line << (whole > 0 ? 100.0 * bytes / whole : 100.0) << "% of the "
-         << (lora_ ? "adapters'" : "model's");
-    for (const auto& [dim, degree] : parallel_->dims().named())
-      if (degree > 1) line << " " << dim << "=" << degree;
-    if (plan_)
-      for (const LocalStages::Stage& stage : static_cast<LocalStages&>(*model_).stages())
-        line << "; " << plan_->describe_stage(stage.index);
-    if (lora_) {
-      // The frozen base: this rank's pieces of its dense weights, and the NF4 ones whole.
-      double frozen = 0;
-      for (const auto& [name, p] : model_->named_parameters())
-        if (!p.requires_grad()) frozen += static_cast<double>(p.numel() * p.element_size());
-      frozen += static_cast<double>(lora_->nf4_bytes);
-      line.precision(1);
-      line << "; and " << frozen / (1024.0 * 1024.0) << " MiB of frozen base";
-    }
-    std::cout << line.str() << std::endl;
-  }
-
-  // Under a pipeline, each rank's wait for transfers over its time in the schedules (its share
-  // of the bubble) after the first step, and its peak memory: what bench/pipeline_schedules.py
-  // reads.
-  void log_pipeline_times() {
-    const auto [waited, ran] = pipeline_->take_times();
-    std::ostringstream line;
-    line.setf(std::ios::fixed);
-    line.precision(3);
-    line << "[titan] rank " << dist_.rank() << " of " << dist_.env.world_size << " pipeline "
-         << (static_cast<LocalStages&>(*model_).stages().size() == 1 ? "stage" : "stages");
-    std::string sep = " ";
-    for (const LocalStages::Stage& stage : static_cast<LocalStages&>(*model_).stages()) {
-      line << sep << stage.index;
-      sep = ", ";
-    }
-    line << ": waited " << waited << " s of " << ran << " s in the schedules (bubble ";
-    line.precision(1);
-    line << (ran > 0 ? 100.0 * waited / ran : 0.0) << "%), peak memory ";
-    line.precision(3);
-    line << peak_memory(precision_.device).first << " GiB";
-    std::cout << line.str() << std::endl;
+  // The tokens of a row this rank's activations hold: ÷ cp, ÷ tp under sequence parallelism.
+  int64_t local_sequence() const {
+    const bool split = cfg_.parallelism.enable_sequence_parallel && parallel_->degree("tp") > 1;
+    return cfg_.training.seq_len / parallel_->degree("cp") / (split ? parallel_->degree("tp") : 1);
   }
 
   // This rank's tokens (tps is per device).
@@ -773,14 +621,12 @@ class Trainer {
   std::optional<kernels::OverrideResolver> overrides_;
   const models::ModelSpec* spec_ = nullptr;
   double flops_per_token_ = 0;
-  std::unique_ptr<models::Model> model_;
-  std::optional<lora::LoraSetup> lora_;                      // with model.converters = ["lora"]
-  std::optional<distributed::pipeline::PipelinePlan> plan_;  // under pipeline parallelism
-  std::optional<StageTensors> stage_tensors_;                // and which rank holds what
+  ModelParts parts_;                     // the whole model, or this rank's pipeline stages
+  std::optional<Pipeline> pipeline_;     // under pipeline parallelism
+  std::optional<lora::LoraSetup> lora_;  // with model.converters = ["lora"]
   std::optional<CausalLmLoss> loss_;
   std::optional<AdamW> optimizer_;
   std::unique_ptr<ForwardBackward> forward_backward_;
-  PipelineForwardBackward* pipeline_ = nullptr;  // forward_backward_, under a pipeline
   std::vector<at::Tensor> params_;
   std::optional<GlobalGradSquares> grad_squares_;
   std::optional<LRScheduler> scheduler_;

@@ -2,6 +2,7 @@
 
 #include <torch/csrc/utils/pybind.h>
 
+#include <algorithm>
 #include <map>
 
 #include "titan/common/error.h"
@@ -198,6 +199,26 @@ nlohmann::json TransformersModel::hf_config(const std::string& dtype) const {
   config["dtype"] = dtype;
   config["torch_dtype"] = dtype;
   return config;
+}
+
+models::ModelShape TransformersModel::shape() const {
+  const nlohmann::json c = hf_config("float32");
+  auto number = [&c](const char* key, int64_t fallback) {
+    return c.contains(key) && c[key].is_number_integer() ? c[key].get<int64_t>() : fallback;
+  };
+  models::ModelShape s;
+  s.hidden_size = number("hidden_size", 0);
+  s.layers = s.layers_held = number("num_hidden_layers", 0);
+  s.tied_embeddings = tied_;
+  s.embedding_name = input_embedding_name_;
+  s.heads = number("num_attention_heads", 1);
+  s.kv_heads = number("num_key_value_heads", s.heads);
+  s.head_dim = number("head_dim", s.hidden_size / std::max<int64_t>(s.heads, 1));
+  s.intermediate_size = number("intermediate_size", 4 * s.hidden_size);
+  if (number("num_experts", 0) > 0)
+    s.intermediate_size =
+        number("moe_intermediate_size", s.intermediate_size) * number("num_experts_per_tok", 1);
+  return s;
 }
 
 std::vector<models::Module*> TransformersModel::modules() {

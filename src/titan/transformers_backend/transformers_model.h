@@ -63,6 +63,8 @@ class TITAN_PYBIND_HIDDEN TransformersModel : public models::Model, public model
   at::Tensor output_weight() override;
   NamedTensors named_parameters() override;
   nlohmann::json hf_config(const std::string& dtype) const override;
+  // From config.json's usual keys (hidden_size, num_hidden_layers, ...; MoE's when present).
+  models::ModelShape shape() const override;
   std::vector<models::Module*> modules() override;
   std::vector<models::Module*> blocks() override;
 

@@ -156,7 +156,7 @@ TEST(Qwen3Model, CachedDecodingMatchesTheFullForward) {
       at::NoGradGuard no_grad;
       full = logits(*model, ids);
     }
-    IncrementalDecoder* decoder = model->decoder();
+    IncrementalDecoder* decoder = model->incremental_decoder();
     ASSERT_NE(decoder, nullptr);
     KVCache cache;
     // A prompt of 4, a chunk of 3, then one token at a time.

@@ -91,7 +91,8 @@ Result run_whole(Qwen3Model& model) {
 
 Result run_stages(std::vector<std::unique_ptr<Qwen3Model>>& stages) {
   std::vector<at::Tensor> inputs, outputs;
-  std::vector<at::Tensor> router_logits;
+  std::vector<StageOutput> stage_outputs;
+  std::vector<at::Tensor> totals;  // what the stages carry, added up as a pipeline adds it
   for (size_t k = 0; k < stages.size(); ++k) {
     StageInput in;
     if (k == 0) {
@@ -101,14 +102,23 @@ Result run_stages(std::vector<std::unique_ptr<Qwen3Model>>& stages) {
     }
     inputs.push_back(in.hidden);
     StageOutput out = stages[k]->forward_stage(in);
-    for (auto& r : out.router_logits) router_logits.push_back(r);
+    EXPECT_EQ(out.carried.size(), stages[k]->carried_shapes().size());
+    for (size_t i = 0; i < out.carried.size(); ++i) {
+      if (i < totals.size())
+        totals[i] = totals[i] + out.carried[i];
+      else
+        totals.push_back(out.carried[i]);
+    }
     outputs.push_back(out.hidden);
+    stage_outputs.push_back(std::move(out));
   }
   Qwen3Model& last = *stages.back();
-  // The aux loss of every stage's router logits (gathered, as the schedule gathers them).
+  // Each stage's part of the aux loss, given every stage's totals (as the schedule hands them).
   at::Tensor l = token_loss(last, outputs.back(), labels());
-  const at::Tensor aux = last.auxiliary_loss(router_logits);
-  if (aux.defined()) l = l + aux;
+  for (const StageOutput& out : stage_outputs) {
+    const at::Tensor aux = out.auxiliary ? out.auxiliary(totals) : at::Tensor();
+    if (aux.defined()) l = l + aux;
+  }
   // (The aux loss reaches back into every stage through its router logits, a path shared with
   // the hidden states': the graphs are kept for the stage-by-stage passes below, whose
   // gradients add up to the joint backward's.)

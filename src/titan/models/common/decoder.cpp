@@ -9,6 +9,15 @@
 #include "titan/models/common/moe.h"
 
 namespace titan::models {
+namespace {
+
+// The forward of the whole model: its one stage, whose auxiliary loss is its own share given
+// its own selections.
+ModelOutput output_of(const StageOutput& out) {
+  return {out.hidden, out.auxiliary ? out.auxiliary(out.carried) : at::Tensor()};
+}
+
+}  // namespace
 
 MoeBalancing parse_moe_balancing(const std::string& name) {
   config::check_one_of("model.moe_load_balancing", name, {"none", "aux_loss", "expert_bias"});
@@ -325,32 +334,50 @@ StageOutput Decoder::forward_stage(const StageInput& input) {
   at::Tensor h = stage_.embedding
                      ? embedding_->forward(input.tokens.to(dev, at::kLong), compute_dtype_)
                      : input.hidden;
-  const bool aux_loss = config_.balancing.balancing == MoeBalancing::kAuxLoss;
+  const bool aux_loss = routes();
   // Routing statistics count training forwards only (not evaluation under no_grad).
   const bool count_load = at::GradMode::is_enabled();
-  StageOutput out;
+  std::vector<at::Tensor> router_logits;
   for (TransformerBlock* block : layers()) {
     TransformerBlock::Output o = block->forward(h, rope, positions, documents);
     h = o.hidden;
     if (!block->sparse()) continue;
-    if (aux_loss) out.router_logits.push_back(o.router_logits);
+    if (aux_loss) router_logits.push_back(o.router_logits);
     at::Tensor& load = block->moe()->tokens_per_expert();
     if (count_load && load.defined()) {
       at::NoGradGuard no_grad;
       load.add_(o.expert_counts);
     }
   }
+  StageOutput out;
   out.hidden = stage_.head ? final_norm_->forward(h) : h;
+  if (!aux_loss) return out;
+  const LoadBalancingSums sums =
+      load_balancing_sums(router_logits, config_.moe.num_experts, config_.moe.top_k);
+  out.carried = {sums.selected.to(dev)};
+  int64_t sparse_layers = 0;
+  for (bool sparse : config_.sparse) sparse_layers += sparse ? 1 : 0;
+  const auto local_layers = static_cast<double>(router_logits.size());
+  out.auxiliary = [this, sums, local_layers,
+                   sparse_layers](const std::vector<at::Tensor>& totals) -> at::Tensor {
+    if (!sums.probabilities.defined()) return {};  // no sparse layer on this stage
+    // Every sparse layer routes the same rows: the whole model's rows are this stage's per
+    // layer times the sparse layers of all stages.
+    LoadBalancingSums all = sums;
+    all.selected = totals.at(0).to(sums.probabilities.device(), at::kFloat);
+    all.rows = sums.rows / local_layers * static_cast<double>(sparse_layers);
+    return auxiliary_loss(all);
+  };
   return out;
 }
 
-at::Tensor Decoder::auxiliary_loss(const std::vector<at::Tensor>& router_logits) const {
-  if (router_logits.empty()) return {};
-  return auxiliary_loss(routing_sums(router_logits));
+bool Decoder::routes() const {
+  return config_.balancing.balancing == MoeBalancing::kAuxLoss && config_.moe.num_experts > 0;
 }
 
-LoadBalancingSums Decoder::routing_sums(const std::vector<at::Tensor>& router_logits) const {
-  return load_balancing_sums(router_logits, config_.moe.num_experts, config_.moe.top_k);
+std::vector<std::vector<int64_t>> Decoder::carried_shapes() const {
+  if (!routes()) return {};
+  return {{config_.moe.num_experts}};
 }
 
 at::Tensor Decoder::auxiliary_loss(const LoadBalancingSums& sums) const {
@@ -359,12 +386,27 @@ at::Tensor Decoder::auxiliary_loss(const LoadBalancingSums& sums) const {
   return config_.balancing.router_aux_loss_coef / aux_loss_divisor_ * loss;
 }
 
+ModelShape Decoder::shape() const {
+  ModelShape s;
+  s.layers = config_.num_layers;
+  for (int64_t i = 0; i < config_.num_layers; ++i) s.layers_held += holds_layer(i) ? 1 : 0;
+  s.hidden_size = config_.hidden_size;
+  s.tied_embeddings = config_.tie_word_embeddings;
+  s.embedding_name = "model.embed_tokens.weight";
+  s.heads = config_.attention.num_heads;
+  s.kv_heads = config_.attention.num_kv_heads;
+  s.head_dim = config_.attention.head_dim;
+  s.intermediate_size = config_.moe.num_experts > 0
+                            ? config_.moe.intermediate_size * config_.moe.top_k
+                            : config_.intermediate_size;
+  return s;
+}
+
 ModelOutput Decoder::forward(const at::Tensor& input_ids) {
   TITAN_CHECK(input_ids.dim() == 2, "input ids must be [batch, seq], got ", input_ids.sizes());
   StageInput in;
   in.tokens = input_ids;
-  StageOutput out = forward_stage(in);
-  return {out.hidden, auxiliary_loss(out.router_logits)};
+  return output_of(forward_stage(in));
 }
 
 ModelOutput Decoder::forward_packed(const at::Tensor& input_ids, const PackedDocuments& documents) {
@@ -381,8 +423,7 @@ ModelOutput Decoder::forward_packed(const at::Tensor& input_ids, const PackedDoc
   in.positions = documents.positions;
   in.positions_end = documents.positions_end;
   in.document_ids = documents.document_ids;
-  StageOutput out = forward_stage(in);
-  return {out.hidden, auxiliary_loss(out.router_logits)};
+  return output_of(forward_stage(in));
 }
 
 at::Tensor Decoder::forward_cached(const at::Tensor& input_ids, KVCache& cache) {

@@ -148,30 +148,7 @@ class FinalNorm : public Module {
   at::Tensor lm_head_;
 };
 
-// The input of a forward over (a stage of) the decoder.
-struct StageInput {
-  at::Tensor tokens;  // [B, S] int64, for a stage with the embedding
-  at::Tensor hidden;  // [B, S, H], the previous stage's output, for any other
-  // [B, S] int64 each token's position (RoPE); undefined: 0..S-1 in every row. Positions are
-  // below `positions_end` (0: S).
-  at::Tensor positions;
-  int64_t positions_end = 0;
-  // The rows' length, when `hidden` holds a part of it (sequence parallelism splits the
-  // sequence over tp between the blocks); 0: the input's own.
-  int64_t sequence_length = 0;
-  // [B, S] int64 each token's document (block-causal attention); undefined: causal rows.
-  at::Tensor document_ids;
-};
-
-struct StageOutput {
-  // The last stage's final-norm output, or the last held block's output for the next stage.
-  at::Tensor hidden;
-  // Per sparse block of the stage, in order: its router logits (an aux loss's input; empty
-  // unless the model trains with the auxiliary loss) and its expert counts.
-  std::vector<at::Tensor> router_logits;
-};
-
-class Decoder : public Model, public IncrementalDecoder, public LoraHost {
+class Decoder : public Model, public IncrementalDecoder, public LoraHost, public StageForward {
  public:
   Decoder(const DecoderConfig& config, const BuildOptions& build);
 
@@ -184,26 +161,23 @@ class Decoder : public Model, public IncrementalDecoder, public LoraHost {
   NamedTensors named_buffers() override;
   std::vector<Module*> modules() override;
   std::vector<Module*> blocks() override;
-  IncrementalDecoder* decoder() override { return this; }
+  ModelShape shape() const override;
+  IncrementalDecoder* incremental_decoder() override { return this; }
+  StageForward* stage_forward() override { return this; }
   LoraHost* lora_host() override { return this; }
   void initialise_parameter(const std::string& name, at::Tensor& value,
                             at::Generator& generator) override;
   NamedTensors initialisation_order() override;
 
-  // The forward of the parts this model holds (all of them unless keep_only was called):
-  // the embedding when it holds it, else `input.hidden`; its blocks; the final norm when it
-  // holds the head.
-  StageOutput forward_stage(const StageInput& input);
-  // The auxiliary loss (already scaled by its coefficient and aux_loss_scale) of router logits
-  // collected over every sparse block of the model (of every stage); undefined when the model
-  // trains without it.
-  at::Tensor auxiliary_loss(const std::vector<at::Tensor>& router_logits) const;
-  // The same in two halves, for a pipeline: the sums of this stage's router logits, and the
-  // scaled loss of sums whose selections and rows may be every stage's (moe.h).
-  LoadBalancingSums routing_sums(const std::vector<at::Tensor>& router_logits) const;
-  at::Tensor auxiliary_loss(const LoadBalancingSums& sums) const;
+  // StageForward: the parts this model holds (all of them unless keep_only was called). With
+  // the MoE auxiliary loss, `carried` is the stage's routing selections [E] and `auxiliary`
+  // its share of Hugging Face's E * sum_e f_e P_e over every layer of the model: the whole
+  // model's selections and rows, this stage's probabilities (moe.h).
+  StageOutput forward_stage(const StageInput& input) override;
+  std::vector<std::vector<int64_t>> carried_shapes() const override;
   // Tokens of each sparse layer's aux loss are split over this many ranks (tensor or context
-  // parallelism route different tokens): their gradients are averaged over them.
+  // parallelism route different tokens): their gradients are averaged over them. Set by
+  // parallelize (decoder_plan.h).
   void set_aux_loss_divisor(double divisor) { aux_loss_divisor_ = divisor; }
 
   // Pipeline parallelism: from now on this model is one stage, holding only `parts` (the
@@ -245,6 +219,10 @@ class Decoder : public Model, public IncrementalDecoder, public LoraHost {
   TransformerBlock* block_of(const std::string& name);
   Linear* projection_named(const std::string& weight_name);
   bool holds_layer(int64_t index) const;
+  // Whether the model trains with the auxiliary loss (routing selections travel).
+  bool routes() const;
+  // The scaled auxiliary loss of sums whose selections and rows may be every stage's.
+  at::Tensor auxiliary_loss(const LoadBalancingSums& sums) const;
 
   DecoderConfig config_;
   at::ScalarType compute_dtype_;

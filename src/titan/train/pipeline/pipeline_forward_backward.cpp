@@ -9,7 +9,7 @@
 namespace titan::train {
 
 PipelineForwardBackward::PipelineForwardBackward(const distributed::pipeline::PipelinePlan& plan,
-                                                 LocalStages& stages, const CausalLmLoss& loss,
+                                                 const ModelParts& stages, const CausalLmLoss& loss,
                                                  distributed::MeshContext& parallel,
                                                  const NamedTensors& params, StageTransfer transfer,
                                                  at::Device device)
@@ -19,18 +19,20 @@ PipelineForwardBackward::PipelineForwardBackward(const distributed::pipeline::Pi
       params_(params),
       device_(device) {
   std::vector<PipelineStage*> raw;
-  for (size_t i = 0; i < stages.stages().size(); ++i) {
-    const int64_t index = stages.stages()[i].index;
-    models::Decoder& decoder = models::as_decoder(stages.stage(i));
+  for (const ModelParts::Part& part : stages.parts()) {
+    const int64_t index = part.stage;
+    models::StageForward* forward = part.model->stage_forward();
+    TITAN_CHECK(forward != nullptr, "pipeline: stage ", index, " has no stage forward");
     const bool last = index == plan.stages() - 1;
-    stages_.push_back(std::make_unique<PipelineStage>(index, plan.stages(), decoder,
+    stages_.push_back(std::make_unique<PipelineStage>(index, plan.stages(), *forward,
                                                       last ? &loss : nullptr, device));
     raw.push_back(stages_.back().get());
     // A tied model's first and last stages (on pipeline ranks 0 and pp - 1) each hold the
     // embedding table.
-    if (decoder.config().tie_word_embeddings && (index == 0 || last)) {
+    const models::ModelShape shape = part.model->shape();
+    if (shape.tied_embeddings && (index == 0 || last)) {
       for (const auto& [name, p] : params)
-        if (name == "model.embed_tokens.weight") tied_ = p;
+        if (name == shape.embedding_name) tied_ = p;
       tied_peer_ = plan.placement.rank_of(index == 0 ? plan.stages() - 1 : 0);
     }
   }

@@ -11,7 +11,7 @@
 #include "titan/distributed/mesh_context.h"
 #include "titan/distributed/pipeline/pipeline_plan.h"
 #include "titan/train/forward_backward.h"
-#include "titan/train/pipeline/local_stages.h"
+#include "titan/train/model_parts.h"
 #include "titan/train/pipeline/pipeline_stage.h"
 #include "titan/train/pipeline/schedule_runner.h"
 
@@ -21,7 +21,7 @@ class PipelineForwardBackward : public ForwardBackward {
  public:
   // `stages`: this rank's (pipeline rank `rank` of `plan`); `loss` the head's (used on the last
   // stage); `params` the optimizer's. All must outlive this.
-  PipelineForwardBackward(const distributed::pipeline::PipelinePlan& plan, LocalStages& stages,
+  PipelineForwardBackward(const distributed::pipeline::PipelinePlan& plan, const ModelParts& stages,
                           const CausalLmLoss& loss, distributed::MeshContext& parallel,
                           const NamedTensors& params, StageTransfer transfer, at::Device device);
 

@@ -3,21 +3,20 @@
 #include <ATen/core/grad_mode.h>
 #include <torch/csrc/autograd/autograd.h>
 
-#include <limits>
-
 #include "titan/common/error.h"
 #include "titan/train/loader_options.h"
 
 namespace titan::train {
 
-PipelineStage::PipelineStage(int64_t index, int64_t stages, models::Decoder& model,
+PipelineStage::PipelineStage(int64_t index, int64_t stages, models::StageForward& model,
                              const CausalLmLoss* loss, at::Device device)
-    : index_(index), stages_(stages), model_(model), loss_(loss), device_(device) {
+    : index_(index),
+      stages_(stages),
+      model_(model),
+      loss_(loss),
+      device_(device),
+      carried_shapes_(model.carried_shapes()) {
   TITAN_CHECK(!last() || loss_ != nullptr, "pipeline: the last stage needs the loss");
-  const models::DecoderConfig& c = model.config();
-  routes_ = c.balancing.balancing == models::MoeBalancing::kAuxLoss && c.moe.num_experts > 0;
-  for (bool sparse : c.sparse) sparse_layers_ += sparse ? 1 : 0;
-  for (models::TransformerBlock* block : model.layers()) local_sparse_layers_ += block->sparse();
 }
 
 void PipelineStage::begin(const StepScale* scale) {
@@ -40,7 +39,7 @@ void PipelineStage::add_loss(const at::Tensor& value) {
 }
 
 void PipelineStage::forward(int64_t m, const data::Batch& batch, const at::Tensor& input,
-                            const at::Tensor& routing) {
+                            const std::vector<at::Tensor>& carried) {
   Microbatch& mb = at_microbatch(m);
   models::StageInput in;
   if (first()) {
@@ -57,6 +56,18 @@ void PipelineStage::forward(int64_t m, const data::Batch& batch, const at::Tenso
   in.document_ids = documents.document_ids;
   in.positions_end = documents.positions_end;  // a context-parallel rank's part of the rows
   models::StageOutput out = model_.forward_stage(in);
+  // What is carried travels in evaluation too (every rank posts the same transfers).
+  TITAN_CHECK(out.carried.size() == carried_shapes_.size() &&
+                  (first() || carried.size() == carried_shapes_.size()),
+              "pipeline: stage ", index_, " carries ", out.carried.size(), " tensors, ",
+              carried_shapes_.size(), " expected");
+  mb.carried.clear();
+  for (size_t i = 0; i < carried_shapes_.size(); ++i) {
+    const at::Tensor before =
+        first() ? at::zeros(carried_shapes_[i], at::TensorOptions(device_).dtype(at::kFloat))
+                : carried[i].to(device_, at::kFloat);
+    mb.carried.push_back(before + out.carried[i].to(device_));
+  }
   if (scale_ == nullptr) {  // evaluation: the raw cross-entropy, nothing kept
     if (last())
       add_loss(loss_->sum(out.hidden, batch.labels));
@@ -64,62 +75,46 @@ void PipelineStage::forward(int64_t m, const data::Batch& batch, const at::Tenso
       mb.output = out.hidden;
     return;
   }
-  if (routes_) {
-    mb.sums = model_.routing_sums(out.router_logits);
-    const at::Tensor before =
-        first() ? at::zeros({experts()}, at::TensorOptions(device_).dtype(at::kFloat)) : routing;
-    mb.routing = before.to(device_, at::kFloat) + mb.sums.selected.to(device_);
-  }
+  mb.auxiliary = std::move(out.auxiliary);
   if (!last()) {
     mb.output = out.hidden;
     return;
   }
-  at::Tensor loss = loss_->sum(out.hidden, batch.labels) / scale_->divisor;
-  if (routes_) {
-    mb.totals = mb.routing;
-    const at::Tensor aux = auxiliary_term(mb, mb.totals);
-    if (aux.defined()) loss = loss + aux / scale_->extra_scale;
-  }
-  if (scale_->poison) loss = loss * std::numeric_limits<double>::quiet_NaN();
+  mb.totals = mb.carried;
+  const at::Tensor loss = scale_->loss(loss_->sum(out.hidden, batch.labels), auxiliary_term(mb));
   add_loss(loss);
   mb.roots = {loss};
   mb.grads = {at::Tensor()};
 }
 
-at::Tensor PipelineStage::auxiliary_term(const Microbatch& mb, const at::Tensor& totals) const {
-  if (!mb.sums.probabilities.defined() || local_sparse_layers_ == 0) return {};
-  // Every sparse layer routes the same rows: the whole model's rows are this stage's per layer
-  // times the sparse layers of all stages.
-  models::LoadBalancingSums all = mb.sums;
-  all.selected = totals.to(mb.sums.probabilities.device(), at::kFloat);
-  all.rows = mb.sums.rows / static_cast<double>(local_sparse_layers_) *
-             static_cast<double>(sparse_layers_);
-  return model_.auxiliary_loss(all);
+at::Tensor PipelineStage::auxiliary_term(const Microbatch& mb) const {
+  return mb.auxiliary ? mb.auxiliary(mb.totals) : at::Tensor();
 }
 
 at::Tensor PipelineStage::output(int64_t m) const { return at_microbatch(m).output.detach(); }
 
-at::Tensor PipelineStage::routing(int64_t m) const { return at_microbatch(m).routing; }
+const std::vector<at::Tensor>& PipelineStage::carried(int64_t m) const {
+  return at_microbatch(m).carried;
+}
 
 void PipelineStage::backward(int64_t m, Backward part, const at::Tensor& grad,
-                             const at::Tensor& totals) {
+                             const std::vector<at::Tensor>& totals) {
   Microbatch& mb = at_microbatch(m);
   if (mb.backward_done) return;  // a last stage's W: its I was the whole backward (below)
   if (mb.roots.empty()) {        // a non-last stage's first backward action for this microbatch
     TITAN_CHECK(grad.defined(), "pipeline: stage ", index_, " got no gradient for microbatch ", m);
+    TITAN_CHECK(totals.size() == carried_shapes_.size(), "pipeline: stage ", index_, " got ",
+                totals.size(), " totals for microbatch ", m, ", ", carried_shapes_.size(),
+                " expected");
     mb.roots = {mb.output};
     mb.grads = {grad.to(mb.output.scalar_type())};
-    if (routes_) {
-      TITAN_CHECK(totals.defined(), "pipeline: stage ", index_,
-                  " got no routing totals for microbatch ", m);
-      mb.totals = totals;
-      const at::Tensor aux = auxiliary_term(mb, totals);
-      if (aux.defined()) {
-        const at::Tensor term = aux / scale_->extra_scale;
-        add_loss(term);
-        mb.roots.push_back(term);
-        mb.grads.push_back(at::ones_like(term));
-      }
+    mb.totals = totals;
+    const at::Tensor aux = auxiliary_term(mb);
+    if (aux.defined()) {
+      const at::Tensor term = scale_->loss({}, aux);
+      add_loss(term);
+      mb.roots.push_back(term);
+      mb.grads.push_back(at::ones_like(term));
     }
   }
   // The last stage's I is its whole backward and its W nothing (PyTorch merges them too): the
@@ -140,7 +135,7 @@ void PipelineStage::backward(int64_t m, Backward part, const at::Tensor& grad,
   mb.roots.clear();
   mb.grads.clear();
   mb.output = at::Tensor();
-  mb.sums = {};
+  mb.auxiliary = nullptr;
   mb.input = at::Tensor();
 }
 
@@ -150,7 +145,9 @@ at::Tensor PipelineStage::input_grad(int64_t m) const {
   return g;
 }
 
-at::Tensor PipelineStage::totals(int64_t m) const { return at_microbatch(m).totals; }
+const std::vector<at::Tensor>& PipelineStage::totals(int64_t m) const {
+  return at_microbatch(m).totals;
+}
 
 at::Tensor PipelineStage::take_loss() {
   at::Tensor out = loss_sum_;

@@ -41,10 +41,10 @@ void ScheduleRunner::receive(const Action& action, bool forward) {
   const int64_t from = placement_.rank_of(forward ? action.stage - 1 : action.stage + 1);
   Incoming in;
   in.tensor = at::empty(transfer_.shape, transfer_.options);
-  in.tensor_done = group_.recv_async(in.tensor, from);
-  if (to.routes()) {
-    in.routing = at::empty({to.experts()}, transfer_.options.dtype(at::kFloat));
-    in.routing_done = group_.recv_async(in.routing, from);
+  in.done.push_back(group_.recv_async(in.tensor, from));
+  for (const std::vector<int64_t>& shape : to.carried_shapes()) {
+    in.carried.push_back(at::empty(shape, transfer_.options.dtype(at::kFloat)));
+    in.done.push_back(group_.recv_async(in.carried.back(), from));
   }
   incoming_[{action.stage, action.microbatch, forward}] = std::move(in);
 }
@@ -56,17 +56,17 @@ ScheduleRunner::Incoming ScheduleRunner::take(int64_t stage, int64_t microbatch,
               " but no receive was posted for it");
   Incoming in = std::move(it->second);
   incoming_.erase(it);
-  wait(in.tensor_done);
-  wait(in.routing_done);
+  for (auto& pending : in.done) wait(pending);
   return in;
 }
 
-void ScheduleRunner::send(int64_t to_stage, const at::Tensor& tensor, const at::Tensor& routing) {
+void ScheduleRunner::send(int64_t to_stage, const at::Tensor& tensor,
+                          const std::vector<at::Tensor>& carried) {
   const int64_t to = placement_.rank_of(to_stage);
   TITAN_CHECK(tensor.sizes().vec() == transfer_.shape, "pipeline: sending ", tensor.sizes(),
               " to stage ", to_stage, " where ", at::IntArrayRef(transfer_.shape), " is expected");
   sending_.push_back(group_.send_async(tensor.to(transfer_.options.dtype()), to));
-  if (routing.defined()) sending_.push_back(group_.send_async(routing, to));
+  for (const at::Tensor& t : carried) sending_.push_back(group_.send_async(t, to));
 }
 
 void ScheduleRunner::run(const std::vector<Action>& actions,
@@ -89,44 +89,44 @@ void ScheduleRunner::run(const std::vector<Action>& actions,
         break;
       case ActionType::kSendForward: {
         PipelineStage& s = stage(a.stage);
-        send(a.stage + 1, s.output(a.microbatch),
-             s.routes() ? s.routing(a.microbatch) : at::Tensor());
+        send(a.stage + 1, s.output(a.microbatch), s.carried(a.microbatch));
         break;
       }
       case ActionType::kSendBackward: {
         PipelineStage& s = stage(a.stage);
-        send(a.stage - 1, s.input_grad(a.microbatch),
-             s.routes() ? s.totals(a.microbatch) : at::Tensor());
+        send(a.stage - 1, s.input_grad(a.microbatch), s.totals(a.microbatch));
         break;
       }
       case ActionType::kForward: {
         PipelineStage& s = stage(a.stage);
-        at::Tensor input, routing;
+        at::Tensor input;
+        std::vector<at::Tensor> carried;
         if (s.first()) {
         } else if (local(a.stage - 1)) {  // handed over on this rank
           input = stage(a.stage - 1).output(a.microbatch);
-          if (s.routes()) routing = stage(a.stage - 1).routing(a.microbatch);
+          carried = stage(a.stage - 1).carried(a.microbatch);
         } else {
           Incoming in = take(a.stage, a.microbatch, true);
           input = in.tensor;
-          routing = in.routing;
+          carried = std::move(in.carried);
         }
-        s.forward(a.microbatch, microbatches.at(static_cast<size_t>(a.microbatch)), input, routing);
+        s.forward(a.microbatch, microbatches.at(static_cast<size_t>(a.microbatch)), input, carried);
         break;
       }
       case ActionType::kBackward:
       case ActionType::kBackwardInput:
       case ActionType::kBackwardWeight: {
         PipelineStage& s = stage(a.stage);
-        at::Tensor grad, totals;
+        at::Tensor grad;
+        std::vector<at::Tensor> totals;
         if (a.type != ActionType::kBackwardWeight && !s.last()) {
           if (local(a.stage + 1)) {
             grad = stage(a.stage + 1).input_grad(a.microbatch);
-            if (s.routes()) totals = stage(a.stage + 1).totals(a.microbatch);
+            totals = stage(a.stage + 1).totals(a.microbatch);
           } else {
             Incoming in = take(a.stage, a.microbatch, false);
             grad = in.tensor;
-            totals = in.routing;
+            totals = std::move(in.carried);
           }
         }
         const bool last = last_round && static_cast<int64_t>(i) == last_backward;

@@ -2,9 +2,10 @@
 // batch's microbatches: each forward and backward on its local stage (pipeline_stage.h), each
 // transfer over the pp group, receives posted where the schedule places them and waited for
 // just before the computation that needs them, sends waited for at the end. Activations and
-// gradients have the shape every rank knows from the config, so no shape travels; the routing
-// selections of the auxiliary loss travel beside them. Stages of one rank hand each other their
-// tensors directly (the V of ZBVZeroBubble).
+// gradients have the shape every rank knows from the config, so no shape travels; what the
+// stages carry (models/model.h, StageOutput::carried) travels beside them, in the shapes the
+// stages declare. Stages of one rank hand each other their tensors directly (the V of
+// ZBVZeroBubble).
 //
 // The time spent waiting for receives (and for the last sends) is the pipeline's bubble as this
 // rank sees it (bench/pipeline_schedules.py reads it).
@@ -55,14 +56,15 @@ class ScheduleRunner {
 
  private:
   struct Incoming {
-    at::Tensor tensor, routing;
-    distributed::Group::Pending tensor_done, routing_done;
+    at::Tensor tensor;
+    std::vector<at::Tensor> carried;
+    std::vector<distributed::Group::Pending> done;
   };
   PipelineStage& stage(int64_t index);
   bool local(int64_t index) const;
   void receive(const distributed::pipeline::Action& action, bool forward);
   Incoming take(int64_t stage, int64_t microbatch, bool forward);
-  void send(int64_t to_stage, const at::Tensor& tensor, const at::Tensor& routing);
+  void send(int64_t to_stage, const at::Tensor& tensor, const std::vector<at::Tensor>& carried);
   void wait(distributed::Group::Pending& pending);
 
   std::map<int64_t, PipelineStage*> stages_;

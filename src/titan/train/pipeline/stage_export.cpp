@@ -8,7 +8,7 @@
 
 namespace titan::train {
 
-checkpoint::NativeTensors pipeline_parameters(models::Model& model,
+checkpoint::NativeTensors pipeline_parameters(models::ModelTensors& model,
                                               const checkpoint::TensorLayout& layout,
                                               const StageTensors& holders, distributed::Group& pp,
                                               at::Device device) {

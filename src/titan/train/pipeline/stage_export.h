@@ -11,9 +11,9 @@
 
 namespace titan::train {
 
-// `model` this rank's stages (LocalStages), `holders` who holds what; all must outlive the
+// `model` this rank's stages (train/model_parts.h), `holders` who holds what; all must outlive the
 // result.
-checkpoint::NativeTensors pipeline_parameters(models::Model& model,
+checkpoint::NativeTensors pipeline_parameters(models::ModelTensors& model,
                                               const checkpoint::TensorLayout& layout,
                                               const StageTensors& holders, distributed::Group& pp,
                                               at::Device device);

@@ -11,8 +11,11 @@
 
 namespace titan::distributed {
 
-MeshContext::MeshContext(std::unique_ptr<DeviceMesh> mesh, DataParallelOptions data_parallel)
-    : mesh_(std::move(mesh)) {
+MeshContext::MeshContext(std::unique_ptr<DeviceMesh> mesh, DataParallelOptions data_parallel,
+                         SequenceOptions sequence)
+    : mesh_(std::move(mesh)), sequence_(sequence) {
+  if (mesh_->size("cp") > 1 && sequence_.seq_len > 0)
+    shards_.emplace(sequence_.seq_len, mesh_->size("cp"), sequence_.balancer);
   // Data parallelism, or the FSDP of expert weights over efsdp that tensor or expert
   // parallelism alone may need (the tp ranks route different tokens to the same experts), or
   // context parallelism (FSDP over dp_shard x cp: its ranks compute shares of every gradient).
@@ -118,10 +121,14 @@ void MeshContext::use_vocab_parallel_head(int64_t vocab, bool sequence_parallel)
   };
 }
 
-models::ContextParallelAttention MeshContext::context_parallel_attention(
-    const std::string& load_balancer) {
+models::ContextParallelAttention MeshContext::context_parallel_attention() {
   if (mesh_->size("cp") == 1) return {};
-  return make_context_parallel_attention(mesh_->group("cp"), parse_load_balancer(load_balancer));
+  return make_context_parallel_attention(mesh_->group("cp"), sequence_.balancer);
+}
+
+int64_t MeshContext::local_sequence(int64_t seq_len) const {
+  const int64_t tp = mesh_->size("tp");
+  return seq_len / mesh_->size("cp") / (sequence_.sequence_parallel && tp > 1 ? tp : 1);
 }
 
 kernels::ExpertGroup MeshContext::expert_group() {

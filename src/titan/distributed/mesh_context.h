@@ -2,25 +2,39 @@
 // device mesh. It owns what the parallelisms leave behind: the placement of every parameter
 // (parameter_placements.h), the data-parallel wrapper (data_parallel.h) and the parameters
 // whose gradients are partial sums over a mesh dimension, which the trainer completes after
-// each step's backward. Every parallelism plugs in here: a method of the ParallelContext
-// interface implemented over the mesh's groups that records the placements it gives
+// each step's backward; and the per-rank facts of the sequence: how context parallelism splits
+// it (the batch sharding and the attention read the same shards) and how many of a row's
+// tokens this rank's activations hold. Every parallelism plugs in here: a method of the
+// ParallelContext interface implemented over the mesh's groups that records the placements it gives
 // parameters (docs/distributed.md, "Adding a parallelism").
 #pragma once
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 
 #include "titan/distributed/data_parallel.h"
 #include "titan/distributed/device_mesh.h"
 #include "titan/distributed/parameter_placements.h"
+#include "titan/distributed/sequence_shards.h"
 #include "titan/models/parallel_context.h"
 
 namespace titan::distributed {
 
+// How a run splits its rows: their length (training.seq_len; 0 when not known: no shards are
+// made and the attention lays out whatever length it gets), context parallelism's load
+// balancer, and whether sequence parallelism splits the sequence over tp between the blocks.
+struct SequenceOptions {
+  int64_t seq_len = 0;
+  LoadBalancer balancer = LoadBalancer::kHeadTail;
+  bool sequence_parallel = false;
+};
+
 class MeshContext : public models::ParallelContext {
  public:
-  MeshContext(std::unique_ptr<DeviceMesh> mesh, DataParallelOptions data_parallel);
+  MeshContext(std::unique_ptr<DeviceMesh> mesh, DataParallelOptions data_parallel,
+              SequenceOptions sequence = {});
 
   int64_t purpose_size(const std::string& purpose) const override;
   int64_t purpose_rank(const std::string& purpose) const override;
@@ -39,12 +53,18 @@ class MeshContext : public models::ParallelContext {
   models::TensorParallelHooks tensor_parallel_hooks(bool sequence_parallel) override;
   void use_vocab_parallel_head(int64_t vocab, bool sequence_parallel) override;
   kernels::ExpertGroup expert_group() override;
-  models::ContextParallelAttention context_parallel_attention(
-      const std::string& load_balancer) override;
+  models::ContextParallelAttention context_parallel_attention() override;
 
   const DeviceMesh& mesh() const { return *mesh_; }
   const ParallelDims& dims() const { return mesh_->dims(); }
   const ParameterPlacements& placements() const { return placements_; }
+  // Context parallelism's split of a row of SequenceOptions::seq_len tokens; nullptr when cp is
+  // 1 (or the length is not known).
+  const SequenceShards* sequence_shards() const { return shards_ ? &*shards_ : nullptr; }
+  // The tokens of a row of `seq_len` this rank's activations hold between the blocks: its part
+  // of the sequence (÷ cp), split again over tp under sequence parallelism. The pipeline's
+  // transfers, tokens per second and the memory estimate all count these.
+  int64_t local_sequence(int64_t seq_len) const;
   // nullptr without data parallelism.
   DataParallel* data_parallel_wrapper() { return data_parallel_.get(); }
 
@@ -81,6 +101,8 @@ class MeshContext : public models::ParallelContext {
   std::map<std::string, std::set<std::string>> partial_;  // mesh dim -> parameter names
   models::VocabParallelLoss vocab_loss_;
   int64_t vocabulary_ = 0;
+  SequenceOptions sequence_;
+  std::optional<SequenceShards> shards_;
 
   // The mesh group a reduction purpose spans.
   const std::string& group_of(const std::string& purpose) const;

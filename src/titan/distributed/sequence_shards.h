@@ -36,6 +36,7 @@ class SequenceShards {
   int64_t seq_len() const { return seq_len_; }
   int64_t degree() const { return cp_; }
   int64_t local_len() const { return seq_len_ / cp_; }
+  LoadBalancer balancer() const { return balancer_; }
   // int64 [S / cp] on the CPU: the global token indices rank `rank` holds, in its order.
   at::Tensor indices_of(int64_t rank) const;
   // int64 [S]: every rank's indices in rank order (what an all-gather of the shards holds).

@@ -126,9 +126,9 @@ class ParallelContext {
   virtual void use_vocab_parallel_head(int64_t vocab, bool sequence_parallel) = 0;
   // The expert group (ep) for the MoE layers' token exchange.
   virtual kernels::ExpertGroup expert_group() = 0;
-  // Context parallelism over cp, the sequence split by `load_balancer` ("headtail" or "none",
-  // as the trainer split the batch); one function for every layer. Unset when cp is 1.
-  virtual ContextParallelAttention context_parallel_attention(const std::string& load_balancer) = 0;
+  // Context parallelism over cp, the sequence split as the batch was (the run's load
+  // balancer); one function for every layer. Unset when cp is 1.
+  virtual ContextParallelAttention context_parallel_attention() = 0;
 };
 
 }  // namespace titan::models

@@ -20,13 +20,9 @@ void check_context_parallel(const config::TrainerConfig& cfg) {
               distributed::sequence_chunks(cp, balancer) * tp);
 }
 
-ContextParallelBatch::ContextParallelBatch(const config::TrainerConfig& cfg,
-                                           const models::ParallelContext& parallel) {
-  const int64_t cp = parallel.degree("cp");
-  if (cp == 1) return;
-  shards_.emplace(cfg.training.seq_len, cp,
-                  distributed::parse_load_balancer(cfg.parallelism.context_parallel_load_balancer));
-  mine_ = shards_->indices_of(parallel.coordinate("cp"));
+ContextParallelBatch::ContextParallelBatch(const distributed::MeshContext& parallel)
+    : shards_(parallel.sequence_shards()) {
+  if (shards_ != nullptr) mine_ = shards_->indices_of(parallel.coordinate("cp"));
 }
 
 data::Batch ContextParallelBatch::shard(const data::Batch& batch) const {

@@ -7,12 +7,10 @@
 // labels, and the "loss" reduction (dp x cp) sums the parts.
 #pragma once
 
-#include <optional>
-
 #include "titan/config/trainer_config.h"
 #include "titan/data/data_loader.h"
+#include "titan/distributed/mesh_context.h"
 #include "titan/distributed/sequence_shards.h"
-#include "titan/models/parallel_context.h"
 
 namespace titan::train {
 
@@ -23,14 +21,14 @@ void check_context_parallel(const config::TrainerConfig& cfg);
 
 class ContextParallelBatch {
  public:
-  // The cp degree and this rank's place on it from `parallel`.
-  ContextParallelBatch(const config::TrainerConfig& cfg, const models::ParallelContext& parallel);
+  // The shards `parallel` made of a row, and this rank's place on cp.
+  explicit ContextParallelBatch(const distributed::MeshContext& parallel);
 
   // This rank's part of `batch` (rows of training.seq_len tokens); the batch itself when cp is 1.
   data::Batch shard(const data::Batch& batch) const;
 
  private:
-  std::optional<distributed::SequenceShards> shards_;
+  const distributed::SequenceShards* shards_ = nullptr;
   at::Tensor mine_;  // int64 [S / cp]: the rank's tokens
 };
 

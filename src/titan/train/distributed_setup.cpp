@@ -73,7 +73,12 @@ std::unique_ptr<distributed::MeshContext> build_parallel_context(DistributedSetu
   dp.param_dtype = precision.compute_dtype;
   dp.reduce_dtype =
       dtype_from_name(cfg.training.mixed_precision_reduce, "training.mixed_precision_reduce");
-  return std::make_unique<distributed::MeshContext>(std::move(mesh), dp);
+  distributed::SequenceOptions sequence;
+  sequence.seq_len = cfg.training.seq_len;
+  sequence.balancer =
+      distributed::parse_load_balancer(cfg.parallelism.context_parallel_load_balancer);
+  sequence.sequence_parallel = cfg.parallelism.enable_sequence_parallel;
+  return std::make_unique<distributed::MeshContext>(std::move(mesh), dp, sequence);
 }
 
 std::shared_ptr<data::DocumentExchange> document_exchange(const distributed::DeviceMesh& mesh) {

@@ -34,7 +34,8 @@ void connect(DistributedSetup& setup, const config::TrainerConfig& cfg, const Pr
              const std::string& config_text);
 
 // The device mesh of the layout (every group of it that holds this rank: a collective over the
-// world) and the context the model spec's parallelize step receives.
+// world) and the context the model spec's parallelize step receives, with the run's sequence
+// split (its context-parallel shards).
 std::unique_ptr<distributed::MeshContext> build_parallel_context(DistributedSetup& setup,
                                                                  const config::TrainerConfig& cfg,
                                                                  const Precision& precision);

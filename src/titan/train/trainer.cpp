@@ -230,7 +230,7 @@ class Trainer {
     if (parallel_->mesh().size("data") > 1 && cfg_.debug.shared_reading)
       options.exchange = document_exchange(parallel_->mesh());
     loader_.emplace(tokenizer_, cfg_.training.dataset_path, options);
-    cp_batch_.emplace(cfg_, *parallel_);
+    cp_batch_.emplace(*parallel_);
     validator_.emplace(cfg_, tokenizer_, eos, batch_ranks(), batch_rank());
     micro_batches_ = micro_batches_per_step(cfg_.training, batch_ranks());
   }
@@ -291,7 +291,8 @@ class Trainer {
   // Whether this rank's share of the model state fits its memory, from the shapes alone: a
   // run that cannot fit stops here, before anything is allocated, with what would fit.
   void check_memory() {
-    const MemoryFitRun run{parts_, cfg_, precision_, dist_.dims, local_sequence()};
+    const MemoryFitRun run{parts_, cfg_, precision_, dist_.dims,
+                           parallel_->local_sequence(cfg_.training.seq_len)};
     const std::string warning = check_memory_fits(
         estimate_model_state(run),
         available_memory_bytes(precision_.device, dist_.env.local_world_size), run);
@@ -566,12 +567,6 @@ class Trainer {
     loader_state_->save_position(std::nullopt);
   }
 
-  // The tokens of a row this rank's activations hold: ÷ cp, ÷ tp under sequence parallelism.
-  int64_t local_sequence() const {
-    const bool split = cfg_.parallelism.enable_sequence_parallel && parallel_->degree("tp") > 1;
-    return cfg_.training.seq_len / parallel_->degree("cp") / (split ? parallel_->degree("tp") : 1);
-  }
-
   // This rank's tokens (tps is per device).
   int64_t tokens_per_step() const {
     return micro_batches_ * cfg_.training.local_batch_size * cfg_.training.seq_len;
@@ -599,8 +594,9 @@ class Trainer {
     m.grad_norm = r.grad_norm;
     m.lr = r.lr;
     std::tie(m.memory_gib, m.memory_percent) = peak_memory(precision_.device);
-    // Per device: a cp rank holds 1/cp of its rows' tokens.
-    m.tps = static_cast<double>(tokens_per_step()) / static_cast<double>(parallel_->degree("cp")) /
+    // Per device: the tokens this rank's activations hold (MeshContext::local_sequence).
+    m.tps = static_cast<double>(micro_batches_ * cfg_.training.local_batch_size *
+                                parallel_->local_sequence(cfg_.training.seq_len)) /
             seconds;
     m.tflops = flops_per_token_ * m.tps / 1e12;
     if (peak_flops_) m.mfu = 100.0 * flops_per_token_ * m.tps / *peak_flops_;

@@ -72,8 +72,6 @@ void apply_tensor_parallel(Decoder& model, const DecoderPlan& plan,
     model.embedding().set_vocab_parallel(rows.begin, rows.real, hooks.exit);
   }
   if (model.stage().head) parallel.use_vocab_parallel_head(c.vocab_size, sp);
-  // The MoE layers' aux loss is over this rank's share of the tokens.
-  model.set_aux_loss_divisor(static_cast<double>(T));
 }
 
 void apply_expert_parallel(Decoder& model, const DecoderPlan& plan, ParallelContext& parallel) {
@@ -93,14 +91,10 @@ void apply_expert_parallel(Decoder& model, const DecoderPlan& plan, ParallelCont
   }
 }
 
-// Every layer's attention reaches the other cp ranks' keys and values; the MoE layers' aux loss
-// is over this rank's part of the sequence (and of that, its tp share).
-void apply_context_parallel(Decoder& model, const config::TrainerConfig& config,
-                            ParallelContext& parallel) {
-  const ContextParallelAttention attend =
-      parallel.context_parallel_attention(config.parallelism.context_parallel_load_balancer);
+// Every layer's attention reaches the other cp ranks' keys and values.
+void apply_context_parallel(Decoder& model, ParallelContext& parallel) {
+  const ContextParallelAttention attend = parallel.context_parallel_attention();
   for (TransformerBlock* block : model.layers()) block->attention().set_context_parallel(attend);
-  model.set_aux_loss_divisor(static_cast<double>(parallel.degree("tp") * parallel.degree("cp")));
 }
 
 }  // namespace
@@ -148,7 +142,10 @@ DecoderPlan standard_decoder_plan() {
 void parallelize_decoder(Decoder& model, const DecoderPlan& plan,
                          const config::TrainerConfig& config, ParallelContext& parallel) {
   if (parallel.degree("tp") > 1) apply_tensor_parallel(model, plan, config, parallel);
-  if (parallel.degree("cp") > 1) apply_context_parallel(model, config, parallel);
+  if (parallel.degree("cp") > 1) apply_context_parallel(model, parallel);
+  // The MoE layers' aux loss is over this rank's share of the tokens: its part of the sequence
+  // (cp), and of that its share of the routing (tp).
+  model.set_aux_loss_divisor(static_cast<double>(parallel.degree("tp") * parallel.degree("cp")));
   if (parallel.degree("ep") > 1) apply_expert_parallel(model, plan, parallel);
   apply_activation_checkpointing(model.blocks(), config.activation_checkpoint);
   if (!parallel.data_parallel()) return;

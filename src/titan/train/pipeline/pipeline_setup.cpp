@@ -86,12 +86,8 @@ std::unique_ptr<ForwardBackward> Pipeline::forward_backward(const ModelParts& st
                                                             at::ScalarType compute_dtype) {
   // Activations cross stages as [microbatch rows, sequence (this cp rank's part, split over tp
   // under sequence parallelism), hidden]: every rank knows the shape.
-  const config::ParallelismConfig& p = cfg_.parallelism;
-  const bool sequence_split = p.enable_sequence_parallel && p.tensor_parallel_degree > 1;
   StageTransfer transfer;
-  transfer.shape = {plan_.microbatch_size,
-                    cfg_.training.seq_len / p.context_parallel_degree /
-                        (sequence_split ? p.tensor_parallel_degree : 1),
+  transfer.shape = {plan_.microbatch_size, parallel_.local_sequence(cfg_.training.seq_len),
                     stages.shape().hidden_size};
   transfer.options = at::TensorOptions(device_).dtype(compute_dtype);
   auto schedule = std::make_unique<PipelineForwardBackward>(plan_, stages, loss, parallel_, params,

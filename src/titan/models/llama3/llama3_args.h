@@ -12,33 +12,19 @@
 #include <vector>
 
 #include "titan/config/trainer_config.h"
+#include "titan/models/common/decoder_args.h"
 
 namespace titan::models {
 
-struct Llama3Args {
-  int64_t vocab_size = 128256;
-  int64_t hidden_size = 4096;
-  int64_t intermediate_size = 14336;
-  int64_t num_hidden_layers = 32;
-  int64_t num_attention_heads = 32;
-  int64_t num_key_value_heads = 8;
-  int64_t head_dim = 128;
-  double rms_norm_eps = 1e-5;
-  double rope_theta = 500000.0;
-  // "default" or "llama3" (Llama 3.1's scaling of the low frequencies, common/rope.h).
-  std::string rope_type = "llama3";
+// The common numbers (common/decoder_args.h) and Llama 3's RoPE scaling. rope_type is "default"
+// or "llama3" (Llama 3.1's scaling of the low frequencies, common/rope.h).
+struct Llama3Args : DecoderArgs {
+  Llama3Args();
+
   double rope_factor = 8.0;
   double rope_low_freq_factor = 1.0;
   double rope_high_freq_factor = 4.0;
   int64_t rope_original_max_position_embeddings = 8192;
-  int64_t max_position_embeddings = 131072;
-  bool tie_word_embeddings = false;
-  bool attention_bias = false;
-  double initializer_range = 0.02;
-  std::optional<int64_t> bos_token_id;
-  std::vector<int64_t> eos_token_id;  // empty = none; config.json may hold an int or a list
-  std::optional<int64_t> pad_token_id;
-  std::string dtype = "bfloat16";  // weights dtype recorded in config.json
 
   // Throws titan::Error naming the field when a value is impossible.
   void validate(const std::string& source) const;

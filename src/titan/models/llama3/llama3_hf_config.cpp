@@ -52,46 +52,18 @@ Llama3Args llama3_args_from_hf_config(const nlohmann::json& config, const std::s
   // LlamaConfig's class defaults (transformers 5.17).
   Llama3Args a;
   a.vocab_size = 32000;
-  a.hidden_size = 4096;
   a.intermediate_size = 11008;
-  a.num_hidden_layers = 32;
-  a.num_attention_heads = 32;
   a.max_position_embeddings = 2048;
   a.rms_norm_eps = 1e-6;
-  a.tie_word_embeddings = false;
   a.bos_token_id = 1;
   a.eos_token_id = {2};
   a.dtype = "float32";
-
-  r.read_int("vocab_size", a.vocab_size);
-  r.read_int("hidden_size", a.hidden_size);
-  r.read_int("intermediate_size", a.intermediate_size);
-  r.read_int("num_hidden_layers", a.num_hidden_layers);
-  r.read_int("num_attention_heads", a.num_attention_heads);
-  TITAN_CHECK(a.num_attention_heads > 0, source, ": num_attention_heads must be positive, got ",
-              a.num_attention_heads);
-  a.num_key_value_heads = a.num_attention_heads;  // None -> num_attention_heads
-  r.read_int("num_key_value_heads", a.num_key_value_heads);
-  a.head_dim = a.hidden_size / a.num_attention_heads;  // None -> hidden_size // heads
-  r.read_int("head_dim", a.head_dim);
-  r.read_double("rms_norm_eps", a.rms_norm_eps);
-  r.read_int("max_position_embeddings", a.max_position_embeddings);
-  r.read_bool("tie_word_embeddings", a.tie_word_embeddings);
-  r.read_bool("attention_bias", a.attention_bias);
-  r.read_double("initializer_range", a.initializer_range);
-  // An explicit null is no token (the defaults are 1 and 2 only for absent keys).
-  if (r.contains("bos_token_id")) a.bos_token_id.reset();
-  if (r.contains("eos_token_id")) a.eos_token_id.clear();
-  r.read_optional_int("bos_token_id", a.bos_token_id);
-  r.read_int_list("eos_token_id", a.eos_token_id);
-  r.read_optional_int("pad_token_id", a.pad_token_id);
-  r.read_string("torch_dtype", a.dtype);
-  r.read_string("dtype", a.dtype);  // v5 key wins over the legacy one
+  DecoderKeyDefaults defaults;  // None -> num_attention_heads, hidden_size // heads
+  defaults.num_key_value_heads = [](const DecoderArgs& d) { return d.num_attention_heads; };
+  defaults.head_dim = [](const DecoderArgs& d) { return d.hidden_size / d.num_attention_heads; };
+  read_decoder_args(r, a, defaults, "Llama");
   read_rope(r, a);
 
-  std::string act = "silu";
-  r.read_string("hidden_act", act);
-  TITAN_CHECK(act == "silu", source, ": hidden_act '", act, "' is not supported (Llama uses silu)");
   bool mlp_bias = false;
   r.read_bool("mlp_bias", mlp_bias);
   TITAN_CHECK(!mlp_bias, source, ": mlp_bias=true is not supported (the feed-forward has no bias)");
@@ -104,21 +76,8 @@ nlohmann::json llama3_args_to_hf_config(const Llama3Args& a, const std::string& 
   json c = json::object();
   c["architectures"] = json::array({"LlamaForCausalLM"});
   c["model_type"] = "llama";
-  c["attention_bias"] = a.attention_bias;
-  c["attention_dropout"] = 0.0;
-  write_hf_token_ids(c, a.bos_token_id, a.eos_token_id, a.pad_token_id);
-  c["head_dim"] = a.head_dim;
-  c["hidden_act"] = "silu";
-  c["hidden_size"] = a.hidden_size;
-  c["initializer_range"] = static_cast<double>(a.initializer_range);
-  c["intermediate_size"] = a.intermediate_size;
-  c["max_position_embeddings"] = a.max_position_embeddings;
   c["mlp_bias"] = false;
-  c["num_attention_heads"] = a.num_attention_heads;
-  c["num_hidden_layers"] = a.num_hidden_layers;
-  c["num_key_value_heads"] = a.num_key_value_heads;
   c["pretraining_tp"] = 1;
-  c["rms_norm_eps"] = static_cast<double>(a.rms_norm_eps);
   json scaling = nullptr;
   if (a.rope_type == "llama3") {
     scaling = {{"rope_type", "llama3"},
@@ -127,13 +86,7 @@ nlohmann::json llama3_args_to_hf_config(const Llama3Args& a, const std::string& 
                {"high_freq_factor", a.rope_high_freq_factor},
                {"original_max_position_embeddings", a.rope_original_max_position_embeddings}};
   }
-  write_hf_rope(c, a.rope_theta, a.rope_type, scaling);
-  c["tie_word_embeddings"] = a.tie_word_embeddings;
-  c["dtype"] = dtype;
-  c["torch_dtype"] = dtype;
-  c["transformers_version"] = "5.17.0";
-  c["use_cache"] = true;
-  c["vocab_size"] = a.vocab_size;
+  write_decoder_args(c, a, dtype, scaling);
   return c;
 }
 

@@ -1,7 +1,6 @@
 #include "titan/models/llama3/llama3_spec.h"
 
-#include "titan/models/common/decoder_plan.h"
-#include "titan/models/common/hf_state_dict_adapter.h"
+#include "titan/models/common/decoder_spec.h"
 #include "titan/models/llama3/model.h"
 
 namespace titan::models {
@@ -21,15 +20,7 @@ ModelSpec llama3_model_spec() {
     return std::unique_ptr<Model>(
         std::make_unique<Llama3Model>(llama3_args_from_hf_config(hf_config, source), build));
   };
-  spec.parallelize = [](Model& model, const config::TrainerConfig& cfg, ParallelContext& parallel) {
-    parallelize_decoder(as_decoder(model), standard_decoder_plan(), cfg, parallel);
-  };
-  spec.post_optimizer_build = decoder_post_optimizer_build;
-  spec.adapter = decoder_state_dict_adapter();
-  spec.flops_per_token = [](Model& model, int64_t seq_len) {
-    return decoder_flops_per_token(as_decoder(model), seq_len);
-  };
-  spec.pipeline = [](Model& model, const StageParts& parts) { as_decoder(model).keep_only(parts); };
+  fill_decoder_spec(spec);
   return spec;
 }
 

@@ -12,36 +12,22 @@
 #include <vector>
 
 #include "titan/config/trainer_config.h"
+#include "titan/models/common/decoder_args.h"
 
 namespace titan::models {
 
-struct Qwen3Args {
+// The common numbers (common/decoder_args.h) and Qwen3's own. rope_type is "default" or "yarn"
+// (docs/qwen3.md section 2.3).
+struct Qwen3Args : DecoderArgs {
+  Qwen3Args();
+
   std::string model_type = "qwen3";  // "qwen3" (dense) | "qwen3_moe"
-  int64_t vocab_size = 151936;
-  int64_t hidden_size = 4096;
-  int64_t intermediate_size = 22016;
-  int64_t num_hidden_layers = 32;
-  int64_t num_attention_heads = 32;
-  int64_t num_key_value_heads = 32;
-  int64_t head_dim = 128;
-  double rms_norm_eps = 1e-6;
-  double rope_theta = 10000.0;
-  // RoPE scaling: "default" or "yarn" (docs/qwen3.md section 2.3).
-  std::string rope_type = "default";
   double rope_factor = 1.0;
   int64_t rope_original_max_position_embeddings = 0;  // yarn only; 0 = max_position_embeddings
   std::optional<double> rope_attention_factor;        // yarn only; unset = 0.1 ln(factor) + 1
   double rope_beta_fast = 32.0;
   double rope_beta_slow = 1.0;
   bool rope_truncate = true;
-  int64_t max_position_embeddings = 32768;
-  bool tie_word_embeddings = false;
-  bool attention_bias = false;
-  double initializer_range = 0.02;
-  std::optional<int64_t> bos_token_id;
-  std::vector<int64_t> eos_token_id;  // empty = none; config.json may hold an int or a list
-  std::optional<int64_t> pad_token_id;
-  std::string dtype = "bfloat16";  // weights dtype recorded in config.json
   // MoE (num_experts == 0 means dense).
   int64_t num_experts = 0;
   int64_t num_experts_per_tok = 0;

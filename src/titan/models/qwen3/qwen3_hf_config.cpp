@@ -56,45 +56,23 @@ Qwen3Args qwen3_args_from_hf_config(const nlohmann::json& config, const std::str
   Qwen3Args a;
   a.model_type = model_type;
   const bool moe = model_type == "qwen3_moe";
-  a.vocab_size = 151936;
   a.hidden_size = moe ? 2048 : 4096;
   a.intermediate_size = moe ? 6144 : 22016;
   a.num_hidden_layers = moe ? 24 : 32;
-  a.num_attention_heads = 32;
-  a.max_position_embeddings = 32768;
-  a.initializer_range = 0.02;
-  a.rms_norm_eps = 1e-6;
-  a.tie_word_embeddings = false;
-  a.attention_bias = false;
   a.dtype = "float32";
-
-  r.read_int("vocab_size", a.vocab_size);
-  r.read_int("hidden_size", a.hidden_size);
-  r.read_int("intermediate_size", a.intermediate_size);
-  r.read_int("num_hidden_layers", a.num_hidden_layers);
-  r.read_int("num_attention_heads", a.num_attention_heads);
+  DecoderKeyDefaults defaults;
   // Qwen3Config: None -> num_attention_heads; Qwen3MoeConfig: 4.
-  a.num_key_value_heads = moe ? 4 : a.num_attention_heads;
-  r.read_int("num_key_value_heads", a.num_key_value_heads);
+  defaults.num_key_value_heads = [moe](const DecoderArgs& d) {
+    return moe ? 4 : d.num_attention_heads;
+  };
   // Qwen3Config declares head_dim = 128; Qwen3MoeConfig has no such field, so its modeling
   // code falls back to hidden_size // num_attention_heads when the key is absent.
-  a.head_dim = moe ? a.hidden_size / std::max<int64_t>(a.num_attention_heads, 1) : 128;
-  r.read_int("head_dim", a.head_dim);
-  r.read_double("rms_norm_eps", a.rms_norm_eps);
-  r.read_int("max_position_embeddings", a.max_position_embeddings);
-  r.read_bool("tie_word_embeddings", a.tie_word_embeddings);
-  r.read_bool("attention_bias", a.attention_bias);
-  r.read_double("initializer_range", a.initializer_range);
-  r.read_optional_int("bos_token_id", a.bos_token_id);
-  r.read_int_list("eos_token_id", a.eos_token_id);
-  r.read_optional_int("pad_token_id", a.pad_token_id);
-  r.read_string("torch_dtype", a.dtype);
-  r.read_string("dtype", a.dtype);  // v5 key wins over the legacy one
+  defaults.head_dim = [moe](const DecoderArgs& d) {
+    return moe ? d.hidden_size / d.num_attention_heads : 128;
+  };
+  read_decoder_args(r, a, defaults, "Qwen3");
   read_rope(r, a);
 
-  std::string act = "silu";
-  r.read_string("hidden_act", act);
-  TITAN_CHECK(act == "silu", source, ": hidden_act '", act, "' is not supported (Qwen3 uses silu)");
   bool sliding = false;
   r.read_bool("use_sliding_window", sliding);
   TITAN_CHECK(!sliding, source, ": use_sliding_window=true is not supported");
@@ -137,19 +115,6 @@ nlohmann::json qwen3_args_to_hf_config(const Qwen3Args& a, const std::string& dt
   json c = json::object();
   c["architectures"] = json::array({moe ? "Qwen3MoeForCausalLM" : "Qwen3ForCausalLM"});
   c["model_type"] = moe ? "qwen3_moe" : "qwen3";
-  c["attention_bias"] = a.attention_bias;
-  c["attention_dropout"] = 0.0;
-  write_hf_token_ids(c, a.bos_token_id, a.eos_token_id, a.pad_token_id);
-  c["head_dim"] = a.head_dim;
-  c["hidden_act"] = "silu";
-  c["hidden_size"] = a.hidden_size;
-  c["initializer_range"] = static_cast<double>(a.initializer_range);
-  c["intermediate_size"] = a.intermediate_size;
-  c["max_position_embeddings"] = a.max_position_embeddings;
-  c["num_attention_heads"] = a.num_attention_heads;
-  c["num_hidden_layers"] = a.num_hidden_layers;
-  c["num_key_value_heads"] = a.num_key_value_heads;
-  c["rms_norm_eps"] = static_cast<double>(a.rms_norm_eps);
   json scaling = nullptr;  // v4 reads rope_theta/rope_scaling, v5 rope_parameters: both
   if (a.rope_type == "yarn") {
     scaling = {{"rope_type", a.rope_type},
@@ -160,15 +125,9 @@ nlohmann::json qwen3_args_to_hf_config(const Qwen3Args& a, const std::string& dt
                {"truncate", a.rope_truncate}};
     if (a.rope_attention_factor) scaling["attention_factor"] = *a.rope_attention_factor;
   }
-  write_hf_rope(c, a.rope_theta, a.rope_type, scaling);
+  write_decoder_args(c, a, dtype, scaling);
   c["sliding_window"] = nullptr;
   c["use_sliding_window"] = false;
-  c["tie_word_embeddings"] = a.tie_word_embeddings;
-  c["dtype"] = dtype;
-  c["torch_dtype"] = dtype;
-  c["transformers_version"] = "5.17.0";
-  c["use_cache"] = true;
-  c["vocab_size"] = a.vocab_size;
   if (moe) {
     c["decoder_sparse_step"] = a.decoder_sparse_step;
     c["mlp_only_layers"] = a.mlp_only_layers;

@@ -1,8 +1,7 @@
 #include "titan/models/qwen3/qwen3_spec.h"
 
 #include "titan/common/error.h"
-#include "titan/models/common/decoder_plan.h"
-#include "titan/models/common/hf_state_dict_adapter.h"
+#include "titan/models/common/decoder_spec.h"
 #include "titan/models/qwen3/model.h"
 #include "titan/models/qwen3/qwen3_args.h"
 
@@ -40,15 +39,7 @@ ModelSpec qwen3_model_spec() {
   spec.hf_architectures = {"Qwen3ForCausalLM", "Qwen3MoeForCausalLM"};
   spec.build = build_from_trainer_config;
   spec.build_from_hf_config = build_from_hf;
-  spec.parallelize = [](Model& model, const config::TrainerConfig& cfg, ParallelContext& parallel) {
-    parallelize_decoder(as_decoder(model), standard_decoder_plan(), cfg, parallel);
-  };
-  spec.post_optimizer_build = decoder_post_optimizer_build;
-  spec.adapter = decoder_state_dict_adapter();
-  spec.flops_per_token = [](Model& model, int64_t seq_len) {
-    return decoder_flops_per_token(as_decoder(model), seq_len);
-  };
-  spec.pipeline = [](Model& model, const StageParts& parts) { as_decoder(model).keep_only(parts); };
+  fill_decoder_spec(spec);
   return spec;
 }
 

@@ -2,7 +2,7 @@
 // optimizer state, lr scheduler, data loader position, train state, RNG), in
 // <folder>/step-N/ as safetensors files keyed by parameter name plus a JSON manifest.
 //
-// A checkpoint is a list of named parts (train/stateful.h): each part's tensors go to
+// A checkpoint is a list of named parts (train/state/stateful.h): each part's tensors go to
 // <part>.safetensors, or with several ranks <part>-rank<r>.safetensors holding the piece of each
 // tensor that rank writes (its box of a sharded tensor, whole tensors from one replica), and
 // its JSON state into the manifest. The manifest records, for every tensor in every file, its
@@ -42,7 +42,7 @@ struct PieceOf {
   std::vector<int64_t> offset;
 };
 
-// One named part of a checkpoint (a Stateful component's state, train/stateful.h): tensors,
+// One named part of a checkpoint (a Stateful component's state, train/state/stateful.h): tensors,
 // each whole or a piece, and a JSON object; either may be empty.
 struct CheckpointPart {
   NamedTensors tensors;

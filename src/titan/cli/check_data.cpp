@@ -15,7 +15,7 @@
 #include "titan/data/tokenizer/tokenizer.h"
 #include "titan/models/builtin_configs.h"
 #include "titan/train/loader_options.h"
-#include "titan/train/run_warnings.h"
+#include "titan/train/report/run_warnings.h"
 
 namespace titan::cli {
 namespace {

@@ -11,7 +11,7 @@
 #include "titan/cli/model_source.h"
 #include "titan/common/error.h"
 #include "titan/config/validate.h"
-#include "titan/train/final_export.h"
+#include "titan/train/state/final_export.h"
 
 namespace fs = std::filesystem;
 

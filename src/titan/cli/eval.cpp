@@ -19,7 +19,7 @@
 #include "titan/train/loader_options.h"
 #include "titan/train/loss.h"
 #include "titan/train/precision.h"
-#include "titan/train/run_warnings.h"
+#include "titan/train/report/run_warnings.h"
 
 namespace titan::cli {
 namespace {

@@ -15,7 +15,7 @@
 #include "titan/kernels/ops.h"
 #include "titan/models/builtin_configs.h"
 #include "titan/train/precision.h"
-#include "titan/train/run_warnings.h"
+#include "titan/train/report/run_warnings.h"
 #include "titan/train/stop_request.h"
 #include "titan/train/trainer.h"
 

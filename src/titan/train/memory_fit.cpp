@@ -11,7 +11,7 @@
 #include "titan/lora/lora_model.h"
 #include "titan/lora/lora_targets.h"
 #include "titan/models/common/lora.h"
-#include "titan/train/device_stats.h"
+#include "titan/train/report/device_stats.h"
 
 namespace titan::train {
 namespace {

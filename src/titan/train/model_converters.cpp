@@ -6,7 +6,7 @@
 #include "titan/checkpoint/hf_import.h"
 #include "titan/common/error.h"
 #include "titan/models/materialize.h"
-#include "titan/train/initial_load.h"
+#include "titan/train/state/initial_load.h"
 
 namespace fs = std::filesystem;
 

@@ -7,8 +7,6 @@
 #include <iostream>
 #include <thread>
 
-#include <unistd.h>
-
 #include "titan/common/error.h"
 #include "titan/common/heap_reuse.h"
 #include "titan/config/config_fields.h"
@@ -19,32 +17,32 @@
 #include "titan/kernels/override_resolver.h"
 #include "titan/models/materialize.h"
 #include "titan/models/model_spec.h"
-#include "titan/train/checkpoint_manager.h"
-#include "titan/train/checkpoint_parts.h"
 #include "titan/train/context_parallel_batch.h"
 #include "titan/train/distributed_setup.h"
-#include "titan/train/final_export.h"
 #include "titan/train/forward_backward.h"
 #include "titan/train/grad_clip.h"
 #include "titan/train/grad_norm.h"
-#include "titan/train/initial_load.h"
 #include "titan/train/kernel_overrides.h"
 #include "titan/train/loader_options.h"
 #include "titan/train/loss.h"
 #include "titan/train/lr_scheduler.h"
 #include "titan/train/memory_fit.h"
-#include "titan/train/metrics.h"
 #include "titan/train/model_converters.h"
 #include "titan/train/model_parts.h"
-#include "titan/train/model_state_log.h"
 #include "titan/train/optimizer.h"
 #include "titan/train/pipeline/pipeline_setup.h"
-#include "titan/train/placed_layout.h"
 #include "titan/train/precision.h"
-#include "titan/train/progress_line.h"
-#include "titan/train/resume_config_check.h"
-#include "titan/train/run_warnings.h"
-#include "titan/train/step_profiler.h"
+#include "titan/train/report/metrics.h"
+#include "titan/train/report/model_state_log.h"
+#include "titan/train/report/progress_line.h"
+#include "titan/train/report/run_warnings.h"
+#include "titan/train/report/step_profiler.h"
+#include "titan/train/state/checkpoint_manager.h"
+#include "titan/train/state/checkpoint_parts.h"
+#include "titan/train/state/final_export.h"
+#include "titan/train/state/initial_load.h"
+#include "titan/train/state/placed_layout.h"
+#include "titan/train/state/resume_config_check.h"
 #include "titan/train/stop_request.h"
 #include "titan/train/validator.h"
 
@@ -70,13 +68,15 @@ std::string tensorboard_folder(const config::TrainerConfig& cfg) {
 }
 
 // One training run. The set-up is one readable sequence, in torchtitan's order (each step a
-// method below): connect the ranks, build the mesh, the data, the model (its kernels resolved)
-// and the loss, apply the overrides, parallelize, build the optimizer and schedule, declare the
-// checkpoint's parts, then restore what to start from.
+// method below): connect the ranks, build the mesh, the data and the model (its kernels
+// resolved; under pipeline parallelism this rank's stages), parallelize it, build the loss over
+// what parallelize left of the head and check the overrides, build the optimizer and the step's
+// forward-backward, declare the checkpoint's parts, then restore what to start from.
 class Trainer {
  public:
-  explicit Trainer(const config::TrainerConfig& cfg) : cfg_(cfg) {
-    dist_ = check_distributed_layout(cfg);
+  // `dist`: the launch environment and the layout, already checked.
+  Trainer(const config::TrainerConfig& cfg, DistributedSetup dist)
+      : cfg_(cfg), dist_(std::move(dist)) {
     precision_ = resolve_precision(cfg.training, dist_.env.local_rank);
     connect_ranks();
     build_mesh();
@@ -380,7 +380,7 @@ class Trainer {
                                        {checkpoint::kDataLoaderPart, &*loader_state_},
                                        {checkpoint::kTrainStatePart, &train_state_},
                                        {checkpoint::kRngPart, &rng_state_}},
-                         *layout_, save_coordination());
+                         *layout_, save_coordination(dist_));
     metrics_.emplace(cfg_.job.dump_folder, /*enabled=*/dist_.rank() == 0, tensorboard_folder(cfg_));
     progress_.emplace(std::cout, /*enabled=*/dist_.rank() == 0);
     profiler_.emplace(cfg_, dist_.rank(), precision_.device);
@@ -402,29 +402,6 @@ class Trainer {
   // The ranks that read different rows of a step, and this rank's index among them.
   int64_t batch_ranks() const { return parallel_->purpose_size("batch"); }
   int64_t batch_rank() const { return parallel_->purpose_rank("batch"); }
-
-  // How the ranks write one checkpoint together: through the store, into a folder named after
-  // this run (rank 0's process id and start time, shared through the store).
-  checkpoint::SaveCoordination save_coordination() {
-    checkpoint::SaveCoordination c;
-    c.rank = dist_.rank();
-    c.world_size = dist_.env.world_size;
-    if (c.world_size == 1) return c;
-    distributed::World& world = *dist_.world;
-    if (c.rank == 0) {
-      const auto now = std::chrono::system_clock::now().time_since_epoch();
-      world.store_set(
-          "titan/checkpoint_run_id",
-          std::to_string(::getpid()) + "-" +
-              std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(now).count()));
-    }
-    c.run_id = world.store_get("titan/checkpoint_run_id");
-    c.publish = [&world](const std::string& key, const std::string& value) {
-      world.store_set(key, value);
-    };
-    c.collect = [&world](const std::string& key) { return world.store_wait_and_get(key); };
-    return c;
-  }
 
   double sum_over(const std::string& purpose, double value) {
     if (parallel_->purpose_size(purpose) == 1) return value;
@@ -651,10 +628,10 @@ class Trainer {
 
 TrainSummary run_training(const config::TrainerConfig& cfg) {
   // The layout is checked before anything is built or any rank waits for another.
-  check_distributed_layout(cfg);
+  DistributedSetup dist = check_distributed_layout(cfg);
   at::manual_seed(static_cast<uint64_t>(cfg.training.seed));
   if (cfg.training.deterministic) at::globalContext().setDeterministicAlgorithms(true, false);
-  Trainer trainer(cfg);
+  Trainer trainer(cfg, std::move(dist));
   return trainer.train();
 }
 

@@ -9,7 +9,7 @@
 #include <filesystem>
 
 #include "error_of.h"
-#include "titan/train/checkpoint_manager.h"
+#include "titan/train/state/checkpoint_manager.h"
 
 namespace titan::train {
 namespace {

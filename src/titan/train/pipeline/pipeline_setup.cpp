@@ -6,9 +6,9 @@
 
 #include "titan/common/error.h"
 #include "titan/common/strings.h"
-#include "titan/train/metrics.h"
 #include "titan/train/pipeline/pipeline_forward_backward.h"
 #include "titan/train/pipeline/stage_export.h"
+#include "titan/train/report/metrics.h"
 
 namespace titan::train {
 namespace {

@@ -16,10 +16,10 @@
 #include "titan/distributed/mesh_context.h"
 #include "titan/distributed/pipeline/pipeline_plan.h"
 #include "titan/models/model_spec.h"
-#include "titan/train/checkpoint_parts.h"
 #include "titan/train/forward_backward.h"
 #include "titan/train/model_parts.h"
 #include "titan/train/pipeline/stage_tensors.h"
+#include "titan/train/state/checkpoint_parts.h"
 
 namespace titan::train {
 

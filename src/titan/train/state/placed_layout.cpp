@@ -1,4 +1,4 @@
-#include "titan/train/placed_layout.h"
+#include "titan/train/state/placed_layout.h"
 
 #include "titan/train/optimizer_state_names.h"
 

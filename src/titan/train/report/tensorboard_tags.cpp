@@ -1,4 +1,4 @@
-#include "titan/train/tensorboard_tags.h"
+#include "titan/train/report/tensorboard_tags.h"
 
 #include <algorithm>
 

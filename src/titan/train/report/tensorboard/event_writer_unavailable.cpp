@@ -1,6 +1,6 @@
 // The build without protobuf (it was not found at configure time): no TensorBoard files.
 #include "titan/common/error.h"
-#include "titan/train/tensorboard/event_writer.h"
+#include "titan/train/report/tensorboard/event_writer.h"
 
 namespace titan::train {
 

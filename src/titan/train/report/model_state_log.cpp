@@ -1,4 +1,4 @@
-#include "titan/train/model_state_log.h"
+#include "titan/train/report/model_state_log.h"
 
 #include <map>
 #include <sstream>

@@ -1,4 +1,4 @@
-#include "titan/train/metrics.h"
+#include "titan/train/report/metrics.h"
 
 #include <sys/resource.h>
 #include <unistd.h>
@@ -10,9 +10,9 @@
 #include <nlohmann/json.hpp>
 
 #include "titan/common/error.h"
-#include "titan/train/device_stats.h"
-#include "titan/train/tensorboard/event_writer.h"
-#include "titan/train/tensorboard_tags.h"
+#include "titan/train/report/device_stats.h"
+#include "titan/train/report/tensorboard/event_writer.h"
+#include "titan/train/report/tensorboard_tags.h"
 
 namespace titan::train {
 

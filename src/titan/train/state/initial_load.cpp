@@ -1,4 +1,4 @@
-#include "titan/train/initial_load.h"
+#include "titan/train/state/initial_load.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -6,7 +6,7 @@
 
 #include "titan/checkpoint/hf_import.h"
 #include "titan/checkpoint/training_checkpoint.h"
-#include "titan/train/resume_config_check.h"
+#include "titan/train/state/resume_config_check.h"
 
 namespace fs = std::filesystem;
 

@@ -18,7 +18,7 @@
 #include "titan/lora/lora_model.h"
 #include "titan/models/model_spec.h"
 #include "titan/train/optimizer.h"
-#include "titan/train/stateful.h"
+#include "titan/train/state/stateful.h"
 
 namespace titan::train {
 

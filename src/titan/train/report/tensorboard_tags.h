@@ -13,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-#include "titan/train/metrics.h"
+#include "titan/train/report/metrics.h"
 
 namespace titan::train {
 

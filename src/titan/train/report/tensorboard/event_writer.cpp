@@ -1,4 +1,4 @@
-#include "titan/train/tensorboard/event_writer.h"
+#include "titan/train/report/tensorboard/event_writer.h"
 
 #include <unistd.h>
 
@@ -7,7 +7,7 @@
 #include <filesystem>
 
 #include "titan/common/error.h"
-#include "titan/train/tensorboard/event.pb.h"
+#include "titan/train/report/tensorboard/event.pb.h"
 
 namespace titan::train {
 namespace {

@@ -1,4 +1,4 @@
-#include "titan/train/progress_line.h"
+#include "titan/train/report/progress_line.h"
 
 #include <fcntl.h>
 #include <unistd.h>

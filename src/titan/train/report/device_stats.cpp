@@ -1,4 +1,4 @@
-#include "titan/train/device_stats.h"
+#include "titan/train/report/device_stats.h"
 
 #ifdef TITAN_WITH_CUDA
 #include <c10/cuda/CUDACachingAllocator.h>

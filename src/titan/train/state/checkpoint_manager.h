@@ -15,9 +15,15 @@
 #include "titan/checkpoint/tensor_layout.h"
 #include "titan/checkpoint/training_checkpoint.h"
 #include "titan/config/trainer_config.h"
-#include "titan/train/stateful.h"
+#include "titan/train/distributed_setup.h"
+#include "titan/train/state/stateful.h"
 
 namespace titan::train {
+
+// How the ranks write one checkpoint together: through the store, into a folder named after
+// this run (rank 0's process id and start time, shared through the store). A world of one
+// needs nothing. A collective over the world (rank 0 publishes the name).
+checkpoint::SaveCoordination save_coordination(DistributedSetup& dist);
 
 // The parts a checkpoint holds, in save order, by name (checkpoint::checkpoint_parts()).
 using StatefulParts = std::vector<std::pair<std::string, Stateful*>>;

@@ -1,4 +1,4 @@
-#include "titan/train/step_profiler.h"
+#include "titan/train/report/step_profiler.h"
 
 #include <torch/csrc/autograd/profiler_kineto.h>
 

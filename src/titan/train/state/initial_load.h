@@ -13,7 +13,7 @@
 #include "titan/checkpoint/tensor_layout.h"
 #include "titan/config/trainer_config.h"
 #include "titan/models/model_spec.h"
-#include "titan/train/checkpoint_manager.h"
+#include "titan/train/state/checkpoint_manager.h"
 
 namespace titan::train {
 

@@ -1,8 +1,11 @@
-#include "titan/train/checkpoint_manager.h"
+#include "titan/train/state/checkpoint_manager.h"
 
 #include <ATen/core/grad_mode.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <iostream>
 
@@ -10,7 +13,7 @@
 #include "titan/common/box_tensor.h"
 #include "titan/common/error.h"
 #include "titan/common/strings.h"
-#include "titan/train/resume_config_check.h"
+#include "titan/train/state/resume_config_check.h"
 
 namespace fs = std::filesystem;
 
@@ -88,6 +91,27 @@ class LayoutPartReader : public PartReader {
 };
 
 }  // namespace
+
+checkpoint::SaveCoordination save_coordination(DistributedSetup& dist) {
+  checkpoint::SaveCoordination c;
+  c.rank = dist.rank();
+  c.world_size = dist.env.world_size;
+  if (c.world_size == 1) return c;
+  distributed::World& world = *dist.world;
+  if (c.rank == 0) {
+    const auto now = std::chrono::system_clock::now().time_since_epoch();
+    world.store_set(
+        "titan/checkpoint_run_id",
+        std::to_string(::getpid()) + "-" +
+            std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(now).count()));
+  }
+  c.run_id = world.store_get("titan/checkpoint_run_id");
+  c.publish = [&world](const std::string& key, const std::string& value) {
+    world.store_set(key, value);
+  };
+  c.collect = [&world](const std::string& key) { return world.store_wait_and_get(key); };
+  return c;
+}
 
 CheckpointManager::CheckpointManager(const config::TrainerConfig& cfg, StatefulParts parts,
                                      const checkpoint::TensorLayout& layout,

@@ -1,4 +1,4 @@
-#include "titan/train/resume_config_check.h"
+#include "titan/train/state/resume_config_check.h"
 
 #include "titan/checkpoint/training_checkpoint.h"
 
@@ -8,7 +8,7 @@
 #include "titan/config/config_fields.h"
 #include "titan/config/field_values.h"
 #include "titan/config/toml_overlay.h"
-#include "titan/train/run_warnings.h"
+#include "titan/train/report/run_warnings.h"
 
 namespace titan::train {
 namespace {

@@ -1,4 +1,4 @@
-#include "titan/train/checkpoint_parts.h"
+#include "titan/train/state/checkpoint_parts.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 

@@ -1,4 +1,4 @@
-#include "titan/train/run_warnings.h"
+#include "titan/train/report/run_warnings.h"
 
 #include <ATen/cpu/Utils.h>
 

@@ -1,4 +1,4 @@
-#include "titan/train/final_export.h"
+#include "titan/train/state/final_export.h"
 
 #include <filesystem>
 #include <iostream>

@@ -39,6 +39,15 @@ namespace {
 
 using titan::NamedTensors;
 
+// torch.nn.utils.clip_grad_norm_ on one process: the norm, then the scale when the coefficient
+// is below 1 (as the trainer's step applies them).
+double clip_grad_norm(const std::vector<at::Tensor>& params, double max_norm) {
+  const titan::train::GradNorm n = titan::train::grad_norm_of_squares(
+      titan::train::total_grad_squares(params).reshape({1}), max_norm);
+  if (n.coefficient.item<float>() < 1.0f) titan::train::scale_grads(params, n.coefficient);
+  return n.norm.item<double>();
+}
+
 // "--key value" pairs after the mode.
 class Flags {
  public:
@@ -136,7 +145,7 @@ int run_optim(const Flags& flags) {
       if (input.contains(key)) p.mutable_grad() = input.tensor(key).clone();
       tensors.push_back(p);
     }
-    norms.push_back(titan::train::clip_grad_norm(tensors, max_norm));
+    norms.push_back(clip_grad_norm(tensors, max_norm));
     lrs.push_back(scheduler->current_lr());
     optimizer->step(scheduler->current_lr());
     scheduler->step();

@@ -71,7 +71,9 @@ struct BuildOptions {
 struct OptimizerHooks {
   // Registers `hook` to run after every optimizer step.
   std::function<void(std::function<void()> hook)> add_step_post_hook;
-  // Sums a tensor in place over the data-parallel ranks (unset on one process).
+  // Sums a tensor in place over the ranks that hold the same layers (the "layer_replicas"
+  // purpose of parallel_context.h: every rank, or one pipeline stage's); unset when there is
+  // only this one.
   std::function<void(at::Tensor& tensor)> all_reduce_sum;
 };
 

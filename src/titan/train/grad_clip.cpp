@@ -63,8 +63,7 @@ double cpu_sum_of_squares(const std::vector<at::Tensor>& tensors) {
   return total;
 }
 
-}  // namespace
-
+// The sum of squares of `tensors`, as total_grad_squares says.
 at::Tensor sum_of_squares(const std::vector<at::Tensor>& tensors) {
   at::NoGradGuard no_grad;
   if (tensors.empty()) return at::zeros({}, at::kDouble);
@@ -87,16 +86,6 @@ std::vector<at::Tensor> defined_grads(const std::vector<at::Tensor>& params) {
   return grads;
 }
 
-at::Tensor total_grad_squares(const std::vector<at::Tensor>& params) {
-  return sum_of_squares(defined_grads(params));
-}
-
-at::Tensor total_grad_norm(const std::vector<at::Tensor>& params) {
-  return total_grad_squares(params).sqrt().to(at::kFloat);
-}
-
-namespace {
-
 // min(1, max_norm / (total_norm + 1e-6)) with torch's tensor ops (Python's `max_norm / t` is
 // t.reciprocal() * max_norm), so the coefficient is bitwise the same float32 value.
 at::Tensor clip_coefficient(double max_norm, const at::Tensor& total_norm) {
@@ -105,12 +94,8 @@ at::Tensor clip_coefficient(double max_norm, const at::Tensor& total_norm) {
 
 }  // namespace
 
-GradNorm grad_norm(const std::vector<at::Tensor>& params, double max_norm,
-                   const ReduceSquares& reduce_squares) {
-  at::NoGradGuard no_grad;
-  at::Tensor squares = total_grad_squares(params).reshape({1});
-  if (reduce_squares) reduce_squares(squares);
-  return grad_norm_of_squares(squares, max_norm);
+at::Tensor total_grad_squares(const std::vector<at::Tensor>& params) {
+  return sum_of_squares(defined_grads(params));
 }
 
 GradNorm grad_norm_of_squares(const at::Tensor& squares, double max_norm) {
@@ -125,23 +110,6 @@ void scale_grads(const std::vector<at::Tensor>& params, const at::Tensor& coeffi
   at::NoGradGuard no_grad;
   for (auto& [key, grads] : by_device_and_dtype(defined_grads(params)))
     at::_foreach_mul_(grads, coefficient.to(grads.front().device()));
-}
-
-void clip_grads_with_norm(const std::vector<at::Tensor>& params, double max_norm,
-                          const at::Tensor& total_norm) {
-  at::NoGradGuard no_grad;
-  scale_grads(params, clip_coefficient(max_norm, total_norm));
-}
-
-double clip_grad_norm(const std::vector<at::Tensor>& params, double max_norm,
-                      const ReduceSquares& reduce_squares) {
-  const GradNorm n = grad_norm(params, max_norm, reduce_squares);
-  // One host read for both; the caller logs the norm anyway. Scaling by a coefficient of
-  // exactly 1 changes nothing, so that pass is skipped.
-  const at::Tensor both = at::stack({n.norm, n.coefficient}).to(at::kCPU, at::kDouble);
-  const double* values = both.const_data_ptr<double>();
-  if (values[1] < 1.0) scale_grads(params, n.coefficient);
-  return values[0];
 }
 
 }  // namespace titan::train

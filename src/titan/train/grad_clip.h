@@ -16,7 +16,6 @@
 
 #include <ATen/ATen.h>
 
-#include <functional>
 #include <vector>
 
 namespace titan::train {
@@ -24,47 +23,25 @@ namespace titan::train {
 // Entries per block of the CPU sum of squares.
 inline constexpr int64_t kSquaresBlock = 4096;
 
-// The sum of the squares of every entry of `tensors` (float32 or bfloat16; others are summed
-// through _foreach_norm), a float64 scalar on the first tensor's device (0 when there is
-// none). No host synchronisation. This is a rank's local part: sharded gradients add theirs
-// over their process groups (the caller's reduction) before the square root.
-at::Tensor sum_of_squares(const std::vector<at::Tensor>& tensors);
-// The defined gradients of `params`, in order.
-std::vector<at::Tensor> defined_grads(const std::vector<at::Tensor>& params);
-// sum_of_squares of the defined gradients of `params`.
+// The sum of the squares of every entry of the defined gradients of `params` (float32 or
+// bfloat16; others are summed through _foreach_norm), a float64 scalar on the first gradient's
+// device (0 when there is none). No host synchronisation. This is a rank's local part: sharded
+// gradients add theirs over their process groups (grad_norm.h) before the square root.
 at::Tensor total_grad_squares(const std::vector<at::Tensor>& params);
-// Its square root as a float32 scalar: the global L2 norm.
-at::Tensor total_grad_norm(const std::vector<at::Tensor>& params);
-
-// How the local float64 sum of squares (a one-element tensor) becomes the global one, in place;
-// null: it already is (one process, or replicas holding equal gradients).
-using ReduceSquares = std::function<void(at::Tensor&)>;
 
 // The norm of a step and what to scale the gradients by, both float32 scalars on the
 // gradients' device: coefficient = min(1, max_norm / (norm + 1e-6)), or 1 when max_norm <= 0
-// (measure only). Computed without a host synchronisation.
+// (measure only), from the global sum of squares (a float64 tensor of one entry, grad_norm.h's,
+// which sums each placement's squares over its own process groups). Computed without a host
+// synchronisation.
 struct GradNorm {
   at::Tensor norm;
   at::Tensor coefficient;
 };
-GradNorm grad_norm(const std::vector<at::Tensor>& params, double max_norm,
-                   const ReduceSquares& reduce_squares = nullptr);
-// The same from the global sum of squares already computed (a float64 tensor of one entry, e.g.
-// grad_norm.h's, which sums each placement's squares over its own process groups).
 GradNorm grad_norm_of_squares(const at::Tensor& squares, double max_norm);
 
 // Scales the gradients in place by `coefficient` (a float32 scalar tensor), one _foreach_mul_
 // per (device, dtype).
 void scale_grads(const std::vector<at::Tensor>& params, const at::Tensor& coefficient);
-
-// Scales the gradients in place by min(1, max_norm / (total_norm + 1e-6)). `total_norm` may
-// come from total_grad_norm or be combined across ranks (sqrt of the all-reduced squares).
-void clip_grads_with_norm(const std::vector<at::Tensor>& params, double max_norm,
-                          const at::Tensor& total_norm);
-
-// grad_norm, one host read, then scale_grads when the coefficient is below 1; returns the norm
-// before clipping. max_norm <= 0 only measures.
-double clip_grad_norm(const std::vector<at::Tensor>& params, double max_norm,
-                      const ReduceSquares& reduce_squares = nullptr);
 
 }  // namespace titan::train

@@ -3,7 +3,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
-#include <filesystem>
 #include <iostream>
 #include <thread>
 
@@ -59,12 +58,6 @@ int64_t micro_batches_per_step(const config::TrainingConfig& t, int64_t dp_degre
       t.global_batch_size % per_pass == 0, "training.global_batch_size (", t.global_batch_size,
       ") must be a multiple of training.local_batch_size x data-parallel degree (", per_pass, ")");
   return t.global_batch_size / per_pass;
-}
-
-// <dump_folder>/<metrics.save_tb_folder> when TensorBoard is on, else "".
-std::string tensorboard_folder(const config::TrainerConfig& cfg) {
-  if (!cfg.metrics.enable_tensorboard) return "";
-  return (std::filesystem::path(cfg.job.dump_folder) / cfg.metrics.save_tb_folder).string();
 }
 
 // One training run. The set-up is one readable sequence, in torchtitan's order (each step a
@@ -423,9 +416,11 @@ class Trainer {
   // which checks their range there (a check on the device would be a synchronisation).
   StepResult train_step(int64_t step) {
     const std::vector<data::Batch> batches = read_batches();
-    const StepScale scale = step_scale(batches, step);
+    const int64_t forwards = micro_batches_ * (pipeline_ ? pipeline_->microbatches() : 1);
+    StepScale scale = step_scale(batches, *parallel_, forwards, precision_.device);
+    scale.poison = step == cfg_.debug.inject_nonfinite_at_step;
     const at::Tensor loss = forward_backward_->run(batches, scale);
-    const StepLoss reduced = reduce_loss(loss, batches, scale);
+    const StepLoss reduced = reduce_step_loss(loss, batches, scale, *parallel_);
     const GradNorm norm = grad_norm_of_squares((*grad_squares_)(), cfg_.training.max_norm);
     return update(step, reduced, norm);
   }
@@ -437,49 +432,6 @@ class Trainer {
     for (int64_t i = 0; i < micro_batches_; ++i)
       batches.push_back(cp_batch_->shard(loader_->next()));  // this cp rank's part of the rows
     return batches;
-  }
-
-  int64_t local_tokens(const std::vector<data::Batch>& batches) const {
-    int64_t tokens = 0;
-    for (const data::Batch& b : batches) tokens += count_valid_tokens(b.labels);  // on the host
-    return tokens;
-  }
-
-  // The loss is the summed token loss of the whole global batch over its global count.
-  // Auxiliary losses are means over a forward's tokens (the model already averages them over
-  // the ranks that split its tokens): their gradients are averaged over the step's forwards
-  // (micro-batches, and pipeline microbatches) and the ranks that read different rows.
-  StepScale step_scale(const std::vector<data::Batch>& batches, int64_t step) {
-    at::Tensor valid_tokens = at::full({1}, static_cast<double>(local_tokens(batches)),
-                                       at::TensorOptions(precision_.device).dtype(at::kDouble));
-    parallel_->all_reduce("loss", valid_tokens);
-    StepScale scale;
-    scale.divisor = valid_tokens.reshape({}).to(at::kFloat);
-    const int64_t forwards = micro_batches_ * (pipeline_ ? pipeline_->microbatches() : 1);
-    scale.extra_scale = static_cast<double>(forwards * batch_ranks());
-    scale.poison = step == cfg_.debug.inject_nonfinite_at_step;
-    return scale;
-  }
-
-  struct StepLoss {
-    at::Tensor loss;      // float64 [1]: the step's, summed over the ranks
-    at::Tensor max_loss;  // the largest rank's mean token loss over its own tokens
-    at::Tensor tokens;    // the global count of valid tokens
-  };
-
-  // torchtitan's global_max_loss: each rank's loss over its own tokens, the largest of them;
-  // and the step's loss, summed.
-  StepLoss reduce_loss(const at::Tensor& loss, const std::vector<data::Batch>& batches,
-                       const StepScale& scale) {
-    StepLoss out;
-    out.tokens = scale.divisor.to(at::kDouble).reshape({1});
-    const int64_t mine = local_tokens(batches);
-    out.max_loss =
-        mine > 0 ? loss * (out.tokens / static_cast<double>(mine)) : at::zeros({1}, loss.options());
-    parallel_->all_reduce("loss", out.max_loss, models::Reduction::kMax);
-    out.loss = loss.clone();
-    parallel_->all_reduce("loss", out.loss);
-    return out;
   }
 
   // The step's one host read, then the update: clipped, or skipped when the loss or the norm

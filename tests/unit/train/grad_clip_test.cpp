@@ -25,6 +25,23 @@ std::vector<at::Tensor> params_with_grads(const std::vector<at::Tensor>& grads) 
   return params;
 }
 
+// What the trainer's step does with the functions under test, on one process.
+at::Tensor sum_of_squares(const std::vector<at::Tensor>& grads) {
+  return total_grad_squares(params_with_grads(grads));
+}
+at::Tensor total_grad_norm(const std::vector<at::Tensor>& params) {
+  return total_grad_squares(params).sqrt().to(at::kFloat);
+}
+GradNorm grad_norm(const std::vector<at::Tensor>& params, double max_norm) {
+  return grad_norm_of_squares(total_grad_squares(params).reshape({1}), max_norm);
+}
+// torch.nn.utils.clip_grad_norm_: the norm, then the scale when the coefficient is below 1.
+double clip_grad_norm(const std::vector<at::Tensor>& params, double max_norm) {
+  const GradNorm n = grad_norm(params, max_norm);
+  if (n.coefficient.item<float>() < 1.0f) scale_grads(params, n.coefficient);
+  return n.norm.item<double>();
+}
+
 // torch.linalg.vector_norm of the float64 concatenation.
 double float64_norm(const std::vector<at::Tensor>& grads) {
   std::vector<at::Tensor> flat;

@@ -60,10 +60,6 @@ void MoeLayer::add_adapter(const std::string& stack, const LoraOptions& lora,
   slot = std::move(a);
 }
 
-bool MoeLayer::has_adapter(const std::string& stack) const {
-  return stack == kGateUp ? gate_up_adapter_.has_value() : down_adapter_.has_value();
-}
-
 at::Tensor MoeLayer::routed(const at::Tensor& x, const kernels::Routing& routing) const {
   // Adapted expert stacks: the experts read W + B A (in the activations' dtype).
   const auto dt = x.scalar_type();

@@ -63,7 +63,6 @@ class MoeLayer {
   // Adds an uninitialised adapter to the stack named `stack` (kGateUp or kDown).
   void add_adapter(const std::string& stack, const LoraOptions& options,
                    const at::TensorOptions& tensor_options);
-  bool has_adapter(const std::string& stack) const;
 
   void set_expert_group(kernels::ExpertGroup group) { group_ = std::move(group); }
   void set_tensor_parallel(TensorParallelHooks hooks) { tp_ = std::move(hooks); }

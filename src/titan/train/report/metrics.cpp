@@ -53,6 +53,11 @@ std::optional<double> device_peak_flops(at::Device device) {
   return std::nullopt;
 }
 
+std::string tensorboard_folder(const config::TrainerConfig& cfg) {
+  if (!cfg.metrics.enable_tensorboard) return "";
+  return (std::filesystem::path(cfg.job.dump_folder) / cfg.metrics.save_tb_folder).string();
+}
+
 MetricsLogger::MetricsLogger(const std::string& dump_folder, bool enabled,
                              const std::string& tensorboard_folder)
     : enabled_(enabled) {

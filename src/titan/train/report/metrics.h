@@ -11,6 +11,8 @@
 #include <optional>
 #include <string>
 
+#include "titan/config/trainer_config.h"
+
 namespace titan::train {
 
 class EventWriter;
@@ -53,6 +55,9 @@ void add_allocator_counters(at::Device device, StepMetrics& m);
 
 // Dense bf16 peak FLOP/s of the device, when known (H100/H200: 989e12); nullopt on the CPU.
 std::optional<double> device_peak_flops(at::Device device);
+
+// <dump_folder>/<metrics.save_tb_folder> when metrics.enable_tensorboard, else "".
+std::string tensorboard_folder(const config::TrainerConfig& cfg);
 
 class MetricsLogger {
  public:

@@ -146,7 +146,7 @@ def run_peer(params, grads, cfg):
     return {n: p.detach() for n, p in named}, state, lrs, norms
 
 
-def run_harness(tmp_path, params, grads, cfg, resume_at=-1):
+def run_harness(tmp_path, params, grads, cfg, resume_at=-1, extra=()):
     tensors = {f"param/{n}": p for n, p in params.items()}
     for k, step_grads in enumerate(grads):
         tensors.update({f"grad/{k}/{n}": g for n, g in step_grads.items()})
@@ -161,7 +161,7 @@ def run_harness(tmp_path, params, grads, cfg, resume_at=-1):
             "--total-steps", -1 if cfg["total_steps"] is None else cfg["total_steps"],
             "--decay-ratio", -1 if cfg["decay_ratio"] is None else repr(cfg["decay_ratio"]),
             "--decay-type", cfg["decay_type"], "--min-lr-factor", repr(cfg["min_lr_factor"]),
-            "--max-norm", repr(cfg["max_norm"]), "--resume-at", resume_at]
+            "--max-norm", repr(cfg["max_norm"]), "--resume-at", resume_at, *extra]
     proc = subprocess.run([str(a) for a in args], capture_output=True, text=True, timeout=120,
                           env={**os.environ, "OMP_NUM_THREADS": "1"})
     return proc, (load_file(str(dst)) if proc.returncode == 0 else None)

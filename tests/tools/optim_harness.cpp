@@ -6,6 +6,11 @@
 //     parameter has none that step). Runs K steps of clip -> AdamW(lr schedule) and writes
 //     "param/<name>", "state/<key>" (AdamW::state()), "lr" [K] and "grad_norm" [K] (float64).
 //     --resume-at R rebuilds optimizer and scheduler from saved state after R steps.
+//     --name AdamW8bit (and --min-8bit-size N) runs bitsandbytes' AdamW8bit instead.
+//   titan_optim_harness blockwise --input IN --output OUT
+//     IN holds tensors "x/<name>". Writes "map/signed", "map/unsigned" (the dynamic maps) and
+//     for each x and map "codes/<map>/<name>", "absmax/<map>/<name>" (quantize_blockwise) and
+//     "back/<map>/<name>" (dequantize_blockwise of those).
 //   titan_optim_harness loss --input IN --output OUT [--chunk C --grad-scale S]
 //     IN holds "logits", "labels", "hidden", "weight", "hidden_labels". Writes the losses, the
 //     token count and the gradients of grad_scale * mean loss.
@@ -29,6 +34,8 @@
 #include "titan/distributed/device_mesh.h"
 #include "titan/distributed/parameter_placements.h"
 #include "titan/distributed/world.h"
+#include "titan/kernels/blockwise_8bit.h"
+#include "titan/kernels/dynamic_map.h"
 #include "titan/train/grad_clip.h"
 #include "titan/train/grad_norm.h"
 #include "titan/train/loss.h"
@@ -107,6 +114,8 @@ int run_optim(const Flags& flags) {
   oc.eps = flags.num("eps", oc.eps);
   oc.weight_decay = flags.num("weight-decay", oc.weight_decay);
   oc.implementation = flags.str("impl", "fused");
+  oc.name = flags.str("name", "AdamW");
+  oc.min_8bit_size = static_cast<int64_t>(flags.num("min-8bit-size", 4096));
   oc.param_groups = split(flags.str("param-groups"), ';');
   titan::config::LRSchedulerConfig sc;
   sc.warmup_steps = static_cast<int64_t>(flags.num("warmup", 0));
@@ -157,6 +166,29 @@ int run_optim(const Flags& flags) {
   for (const auto& [key, t] : optimizer->state()) out.emplace_back("state/" + key, t);
   out.emplace_back("lr", as_tensor(lrs));
   out.emplace_back("grad_norm", as_tensor(norms));
+  ckpt::write_safetensors(flags.str("output"), out);
+  return 0;
+}
+
+int run_blockwise(const Flags& flags) {
+  namespace ckpt = titan::checkpoint;
+  const auto input = ckpt::SafetensorsFile::open(flags.str("input"));
+  NamedTensors out = {{"map/signed", titan::kernels::dynamic_map(true)},
+                      {"map/unsigned", titan::kernels::dynamic_map(false)}};
+  for (const auto& info : input.tensors()) {
+    const std::string& key = info.name;
+    if (key.rfind("x/", 0) != 0) continue;
+    const std::string name = key.substr(2);
+    const at::Tensor x = input.tensor(key);
+    for (const bool is_signed : {true, false}) {
+      const std::string map = is_signed ? "signed" : "unsigned";
+      const titan::kernels::BlockwiseQuantized q = titan::kernels::quantize_blockwise(x, is_signed);
+      out.emplace_back("codes/" + map + "/" + name, q.codes);
+      out.emplace_back("absmax/" + map + "/" + name, q.absmax);
+      out.emplace_back("back/" + map + "/" + name,
+                       titan::kernels::dequantize_blockwise(q.codes, q.absmax, is_signed));
+    }
+  }
   ckpt::write_safetensors(flags.str("output"), out);
   return 0;
 }
@@ -244,7 +276,9 @@ int main(int argc, char** argv) {
     if (mode == "optim") return run_optim(flags);
     if (mode == "loss") return run_loss(flags);
     if (mode == "grad-norm") return run_grad_norm(flags);
-    std::cerr << "usage: titan_optim_harness optim|loss|grad-norm --input IN --output OUT [...]\n";
+    if (mode == "blockwise") return run_blockwise(flags);
+    std::cerr << "usage: titan_optim_harness optim|loss|grad-norm|blockwise --input IN --output "
+                 "OUT [...]\n";
     return 2;
   } catch (const std::exception& e) {
     std::cerr << "error: " << e.what() << "\n";

@@ -258,17 +258,25 @@ struct OptimizerConfig {
   double weight_decay = 0.1;
   std::string implementation = "fused";
   std::vector<std::string> param_groups = {};
+  int64_t min_8bit_size = 4096;
   template <class V>
   void visit(V& v) {
-    v("name", name, "the optimizer: AdamW");
+    v("name", name,
+      "the optimizer: AdamW, or AdamW8bit (bitsandbytes' 8-bit block-wise states, "
+      "docs/optimizers.md)");
     v("lr", lr, "peak learning rate");
     v("betas", betas, "AdamW's two betas");
     v("eps", eps, "AdamW's epsilon");
     v("weight_decay", weight_decay, "decoupled weight decay");
-    v("implementation", implementation, "fused (at::_fused_adamw_), foreach or for-loop");
+    v("implementation", implementation,
+      "fused (at::_fused_adamw_; AdamW8bit: the one-pass 8-bit kernel), foreach (AdamW only) or "
+      "for-loop (AdamW8bit: bitsandbytes' sequence of ops)");
     v("param_groups", param_groups,
       "weight decay by parameter name, GLOB=WEIGHT_DECAY entries, first match wins; empty: the HF "
       "Trainer's rule (none on vectors such as norms)");
+    v("min_8bit_size", min_8bit_size,
+      "AdamW8bit: parameters with fewer elements (whole, not per rank) keep float32 states, as "
+      "bitsandbytes' min_8bit_size");
   }
 };
 

@@ -133,7 +133,18 @@ int64_t selective_ac_frequency(const std::string& option) {
 }
 
 void validate_optimizer_config(const OptimizerConfig& o) {
-  check_one_of("optimizer.name", o.name, {"AdamW"});
+  // The names bitsandbytes, the Hugging Face Trainer (optim) and PEFT recipes use for 8-bit AdamW.
+  std::string lower = o.name;
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (o.name != "AdamW8bit" && lower.find("8bit") != std::string::npos)
+    fail("optimizer.name = \"", o.name,
+         "\": titan's 8-bit AdamW (bitsandbytes' AdamW8bit, the Hugging Face Trainer's "
+         "adamw_bnb_8bit / adamw_8bit) is AdamW8bit",
+         lower.find("paged") != std::string::npos
+             ? "; paged optimizers are not offered (their states are ordinary buffers here)"
+             : "");
+  check_one_of("optimizer.name", o.name, {"AdamW", "AdamW8bit"});
   check_range(std::isfinite(o.lr) && o.lr >= 0, "optimizer.lr", o.lr, ">= 0");
   check_range(o.betas.size() == 2, "optimizer.betas", o.betas,
               "exactly two values, e.g. [0.9, 0.95]");
@@ -143,6 +154,12 @@ void validate_optimizer_config(const OptimizerConfig& o) {
   check_range(std::isfinite(o.eps) && o.eps > 0, "optimizer.eps", o.eps, "> 0");
   check_range(std::isfinite(o.weight_decay) && o.weight_decay >= 0, "optimizer.weight_decay",
               o.weight_decay, ">= 0");
+  if (o.name == "AdamW8bit") {
+    TITAN_CHECK(o.implementation != "foreach", "optimizer.implementation = \"foreach\": ",
+                "AdamW8bit has fused (the one-pass 8-bit kernel) and for-loop (bitsandbytes' own "
+                "sequence of ops)");
+    check_range(o.min_8bit_size >= 0, "optimizer.min_8bit_size", o.min_8bit_size, ">= 0");
+  }
   check_one_of("optimizer.implementation", o.implementation, {"fused", "foreach", "for-loop"});
   for (const auto& entry : o.param_groups) parse_param_group_entry(entry);
 }

@@ -182,30 +182,6 @@ at::Tensor dequantize_nf4(const Nf4Weight& w, at::ScalarType dtype) {
   return cuda ? out.to(w.packed.device()) : out;
 }
 
-const at::Tensor& dynamic_map() {
-  // create_dynamic_map(signed=True, max_exponent_bits=7, total_bits=8), with the same float32
-  // ATen ops (linspace, add, divide, scalar multiply) so that every value is the same.
-  static const at::Tensor map = [] {
-    std::vector<float> data;
-    for (int i = 0; i < 7; ++i) {
-      const int64_t items = (int64_t{1} << i) + 1;
-      const at::Tensor boundaries = at::linspace(0.1, 1.0, items, at::kFloat);
-      const at::Tensor means = (boundaries.slice(0, 0, items - 1) + boundaries.slice(0, 1)) / 2.0;
-      const double scale = i == 6 ? 1.0 : std::pow(10.0, static_cast<double>(i - 6));
-      for (const at::Tensor& values : {means * scale, means * -scale}) {
-        const at::Tensor c = values.contiguous();
-        data.insert(data.end(), c.const_data_ptr<float>(), c.const_data_ptr<float>() + c.numel());
-      }
-    }
-    data.push_back(0.0f);
-    data.push_back(1.0f);
-    TITAN_CHECK(data.size() == 256, "dynamic map: ", data.size(), " values");
-    std::sort(data.begin(), data.end());
-    return at::tensor(data, at::kFloat);
-  }();
-  return map;
-}
-
 QuantizedScales quantize_scales(const at::Tensor& absmax_in) {
   const at::Tensor absmax = absmax_in.detach().to(at::kCPU, at::kFloat).contiguous();
   QuantizedScales out;

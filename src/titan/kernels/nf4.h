@@ -21,6 +21,7 @@
 #include <array>
 #include <cstdint>
 
+#include "titan/kernels/dynamic_map.h"
 #include "titan/kernels/ops.h"
 
 namespace titan::kernels {
@@ -50,9 +51,6 @@ struct QuantizedScales {
 };
 QuantizedScales quantize_scales(const at::Tensor& absmax);
 at::Tensor dequantize_scales(const QuantizedScales& scales);  // float32 [n]
-
-// bitsandbytes' signed dynamic 8-bit map (create_dynamic_map()), 256 ascending float32 values.
-const at::Tensor& dynamic_map();
 
 // Bytes the quantised weight takes (packed codes and scales).
 int64_t nf4_bytes(const Nf4Weight& weight);

@@ -62,6 +62,16 @@ double activation_bytes(const MemoryFitRun& run) {
   return static_cast<double>(layers) * whole_layer;
 }
 
+// Bytes of the optimizer's moments for a parameter of `numel` elements in all (`held` of them
+// on this rank): AdamW's two in the parameter dtype; AdamW8bit's two bytes and two float32
+// scales per block of 256, or two float32 moments below optimizer.min_8bit_size.
+double moment_bytes(const config::OptimizerConfig& o, double numel, double held,
+                    double param_bytes) {
+  if (o.name != "AdamW8bit") return 2 * held * param_bytes;
+  if (numel < static_cast<double>(o.min_8bit_size)) return 8 * held;
+  return 2 * held + 8 * std::ceil(held / 256.0);
+}
+
 ModelStateEstimate estimate(const MemoryFitRun& run, bool lora, const std::string& quantization) {
   const config::TrainerConfig& cfg = run.cfg;
   const Precision& precision = run.precision;
@@ -70,8 +80,11 @@ ModelStateEstimate estimate(const MemoryFitRun& run, bool lora, const std::strin
   const double param_bytes = bytes_of(precision.param_dtype);
   const NamedTensors params = run.model.named_parameters();
   if (!lora) {
-    for (const auto& [name, p] : params)
-      e.parameters += static_cast<double>(p.numel()) * param_bytes / split_of(p, dims);
+    for (const auto& [name, p] : params) {
+      const double numel = static_cast<double>(p.numel()), held = numel / split_of(p, dims);
+      e.parameters += held * param_bytes;
+      e.optimizer += moment_bytes(cfg.optimizer, numel, held, param_bytes);
+    }
   } else {
     std::map<std::string, at::Tensor> by_name(params.begin(), params.end());
     models::LoraHost* host = run.model.lora_host();
@@ -90,7 +103,11 @@ ModelStateEstimate estimate(const MemoryFitRun& run, bool lora, const std::strin
         // A [r, in] and B [out, r], per expert for a stack [E, out, in].
         const double experts = a->second ? static_cast<double>(p.size(0)) : 1.0;
         const double in = static_cast<double>(p.size(-1)), out = static_cast<double>(p.size(-2));
-        e.parameters += experts * r * (in + out) * param_bytes / static_cast<double>(dims.tp);
+        const double tp = static_cast<double>(dims.tp);
+        e.parameters += experts * r * (in + out) * param_bytes / tp;
+        for (const double side : {in, out})  // A [r, in] and B [out, r]
+          e.optimizer += moment_bytes(cfg.optimizer, experts * r * side, experts * r * side / tp,
+                                      param_bytes);
       }
       if (nf4 && host->quantizable(name)) {
         e.frozen += nf4_bytes(numel, cfg.lora.double_quantization) / static_cast<double>(dims.tp);
@@ -100,7 +117,6 @@ ModelStateEstimate estimate(const MemoryFitRun& run, bool lora, const std::strin
     }
   }
   e.gradients = e.parameters;
-  e.optimizer = 2 * e.parameters;
   e.activations = activation_bytes(run);
   return e;
 }
@@ -167,11 +183,12 @@ std::string check_memory_fits(const ModelStateEstimate& e, double available,
     out << "the model state needs about " << format_gib(e.model_state()) << " on each rank (";
     if (lora) {
       out << "the frozen base " << format_gib(e.frozen) << ", the adapters, their gradients and "
-          << "AdamW moments " << format_gib(e.parameters + e.gradients + e.optimizer);
+          << cfg.optimizer.name << " moments "
+          << format_gib(e.parameters + e.gradients + e.optimizer);
     } else {
       out << format_gib(e.parameters) << " of parameters in "
           << c10::toString(precision.param_dtype) << ", as much again of gradients, "
-          << format_gib(e.optimizer) << " of AdamW moments";
+          << format_gib(e.optimizer) << " of " << cfg.optimizer.name << " moments";
     }
     out << "), but " << where << format_gib(available) << " available"
         << (precision.device.is_cuda() ? "" : " for each of its processes") << ". What would fit:";
@@ -183,6 +200,16 @@ std::string check_memory_fits(const ModelStateEstimate& e, double available,
           << (alt.model_state() <= available ? ", fits" : ", does not fit either") << ")";
       any = true;
     };
+    if (cfg.optimizer.name != "AdamW8bit") {
+      config::TrainerConfig eight_bit = cfg;
+      eight_bit.optimizer.name = "AdamW8bit";
+      const ModelStateEstimate alt = estimate(model, eight_bit, precision, dims, lora,
+                                              cfg.lora.base_quantization);
+      out << " 8-bit optimizer states: --optimizer.name AdamW8bit (about "
+          << format_gib(alt.model_state())
+          << (alt.model_state() <= available ? ", fits" : ", does not fit either") << ")";
+      any = true;
+    }
     try {
       if (!lora) suggest("none", "LoRA: --model.converters lora");
       if (!lora || cfg.lora.base_quantization != "nf4")

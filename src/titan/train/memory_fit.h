@@ -22,7 +22,7 @@ namespace titan::train {
 struct ModelStateEstimate {
   double parameters = 0;  // what the optimizer updates (with LoRA: the adapters)
   double gradients = 0;
-  double optimizer = 0;    // AdamW's two moments
+  double optimizer = 0;    // the optimizer's moments (AdamW8bit's in 8-bit blocks)
   double frozen = 0;       // LoRA's frozen base (NF4 projections with QLoRA)
   double activations = 0;  // one micro-batch's saved activations, under the run's checkpointing
   double model_state() const { return parameters + gradients + optimizer + frozen; }

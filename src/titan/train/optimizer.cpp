@@ -11,12 +11,18 @@
 #include "titan/common/error.h"
 #include "titan/common/strings.h"
 #include "titan/config/validate.h"
+#include "titan/kernels/adamw8bit.h"
+#include "titan/train/block_layout.h"
 #include "titan/train/optimizer_state_names.h"
 
 namespace titan::train {
 
-AdamW::AdamW(const NamedTensors& params, const config::OptimizerConfig& config)
-    : params_(params), implementation_(config.implementation) {
+AdamW::AdamW(const NamedTensors& params, const config::OptimizerConfig& config,
+             const distributed::ParameterPlacements* placements)
+    : params_(params),
+      placements_(placements),
+      name_(config.name),
+      implementation_(config.implementation) {
   config::validate_optimizer_config(config);
   beta1_ = config.betas[0];
   beta2_ = config.betas[1];
@@ -32,12 +38,83 @@ AdamW::AdamW(const NamedTensors& params, const config::OptimizerConfig& config)
   slots_.resize(params_.size());
   for (const ParamGroup& g : groups_)
     for (size_t i : g.members) slots_[i].weight_decay = g.weight_decay;
+  if (name_ != "AdamW8bit") return;
+  // 8-bit states by the whole parameter's size, so that every layout makes the same choice.
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const TensorPlacement* placement = placement_of(params_[i].first);
+    int64_t numel = params_[i].second.numel();
+    if (placement != nullptr) {
+      numel = 1;
+      for (int64_t d : placement->global_shape) numel *= d;
+    }
+    if (numel < config.min_8bit_size) continue;
+    if (placement != nullptr && !placement->whole() && !absmax_placement(*placement)) {
+      float32_by_layout_.push_back(params_[i].first);
+      continue;
+    }
+    slots_[i].eight_bit = true;
+  }
+}
+
+const TensorPlacement* AdamW::placement_of(const std::string& name) const {
+  return placements_ == nullptr ? nullptr : placements_->find(name);
+}
+
+std::vector<int64_t> AdamW::absmax_view(size_t index) const {
+  const at::Tensor& p = params_[index].second;
+  const TensorPlacement* placement = placement_of(params_[index].first);
+  const bool by_rows = absmax_by_rows(placement != nullptr ? placement->global_shape
+                                                           : p.sizes().vec());
+  return absmax_shape(p.sizes().vec(), by_rows);
+}
+
+double AdamW::state_bytes() const {
+  double bytes = 0;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const at::Tensor& p = params_[i].second;
+    const double numel = static_cast<double>(p.numel());
+    if (slots_[i].eight_bit)
+      bytes += 2 * numel + 2 * 4 * static_cast<double>(kernels::quant_blocks(p.numel()));
+    else
+      bytes += 2 * numel * (name_ == "AdamW8bit" ? 4.0 : static_cast<double>(p.element_size()));
+  }
+  return bytes;
+}
+
+std::optional<std::string> AdamW::conversion_warning() const {
+  if (conversions_.quantized > 0)
+    return "the checkpoint holds float32 AdamW moments for " +
+           std::to_string(conversions_.quantized) +
+           " parameters that optimizer.name AdamW8bit keeps in 8-bit blocks: they were quantised "
+           "(the run does not continue the saved one exactly)";
+  if (conversions_.dequantized > 0)
+    return "the checkpoint holds AdamW8bit's 8-bit moments for " +
+           std::to_string(conversions_.dequantized) + " parameters that optimizer.name " + name_ +
+           " keeps in float32: they were dequantised (the run does not continue the saved one "
+           "exactly)";
+  return std::nullopt;
 }
 
 void AdamW::init_slot(size_t index) {
   Slot& s = slots_[index];
-  if (s.exp_avg.defined()) return;
+  if (s.has_state()) return;
   const at::Tensor& p = params_[index].second;
+  if (name_ == "AdamW8bit") {
+    // As bitsandbytes: codes and absmax zero (the states dequantise to zeros), or float32
+    // moments; the step on the CPU.
+    s.step = at::zeros({}, at::TensorOptions().dtype(at::kFloat));
+    if (!s.eight_bit) {
+      s.exp_avg = at::zeros(p.sizes(), p.options().dtype(at::kFloat));
+      s.exp_avg_sq = at::zeros(p.sizes(), p.options().dtype(at::kFloat));
+      return;
+    }
+    const at::TensorOptions codes = p.options().dtype(at::kByte);
+    const at::TensorOptions scales = p.options().dtype(at::kFloat);
+    const int64_t blocks = kernels::quant_blocks(p.numel());
+    s.exp_avg_8bit = {at::zeros(p.sizes(), codes), at::zeros({blocks}, scales)};
+    s.exp_avg_sq_8bit = {at::zeros(p.sizes(), codes), at::zeros({blocks}, scales)};
+    return;
+  }
   // torch keeps `step` on the CPU unless fused or capturable; the fused kernel reads it on the
   // parameter's device.
   const at::Device step_device = implementation_ == "fused" ? p.device() : at::Device(at::kCPU);
@@ -73,6 +150,11 @@ std::vector<AdamW::Bucket> AdamW::buckets_with_grads() {
 
 void AdamW::step(double lr) {
   at::NoGradGuard no_grad;
+  if (name_ == "AdamW8bit") {
+    step_8bit(lr);
+    for (const auto& hook : step_post_hooks_) hook();
+    return;
+  }
   std::vector<Bucket> buckets = buckets_with_grads();
   for (Bucket& b : buckets) {
     if (implementation_ == "fused")
@@ -132,58 +214,145 @@ void AdamW::step_for_loop(Bucket& b, double lr) const {
   }
 }
 
+void AdamW::step_8bit(double lr) {
+  // Parameter by parameter, as bitsandbytes steps them.
+  for (size_t i = 0; i < params_.size(); ++i) {
+    at::Tensor p = params_[i].second;
+    const at::Tensor& g = p.grad();
+    if (!g.defined()) continue;
+    TITAN_CHECK(g.sizes() == p.sizes(), "optimizer: gradient of '", params_[i].first,
+                "' has shape ", shape_to_string(g.sizes()), " but the parameter has ",
+                shape_to_string(p.sizes()));
+    init_slot(i);
+    Slot& s = slots_[i];
+    s.step.add_(1);
+    kernels::AdamStepScalars scalars;
+    scalars.lr = lr;
+    scalars.beta1 = beta1_;
+    scalars.beta2 = beta2_;
+    scalars.eps = eps_;
+    scalars.weight_decay = s.weight_decay;
+    scalars.step = static_cast<int64_t>(s.step.item<float>());
+    if (!s.eight_bit) {
+      kernels::adam_fp32_states_step(p, g, s.exp_avg, s.exp_avg_sq, scalars);
+      continue;
+    }
+    // The kernels take a contiguous float32 or bfloat16 parameter with a gradient of its dtype.
+    const bool fusable = implementation_ == "fused" && p.is_contiguous() &&
+                         (p.scalar_type() == at::kFloat || p.scalar_type() == at::kBFloat16) &&
+                         g.scalar_type() == p.scalar_type();
+    if (fusable)
+      kernels::adamw8bit_step_fused(p, g, s.exp_avg_8bit, s.exp_avg_sq_8bit, scalars);
+    else
+      kernels::adamw8bit_step_reference(p, g, s.exp_avg_8bit, s.exp_avg_sq_8bit, scalars);
+  }
+}
+
 void AdamW::zero_grad() {
   for (auto& [name, p] : params_) p.mutable_grad() = at::Tensor();
 }
 
 NamedTensors AdamW::state() const {
+  namespace names = optimizer_state;
   NamedTensors out;
   for (size_t i = 0; i < params_.size(); ++i) {
     const Slot& s = slots_[i];
-    if (!s.exp_avg.defined()) continue;
+    if (!s.has_state()) continue;
     const std::string& name = params_[i].first;
-    out.emplace_back(optimizer_state::key(name, optimizer_state::kExpAvg), s.exp_avg);
-    out.emplace_back(optimizer_state::key(name, optimizer_state::kExpAvgSq), s.exp_avg_sq);
-    out.emplace_back(optimizer_state::key(name, optimizer_state::kStep), s.step);
+    if (s.eight_bit) {
+      const std::vector<int64_t> view = absmax_view(i);
+      out.emplace_back(names::key(name, names::kExpAvgCodes), s.exp_avg_8bit.codes);
+      out.emplace_back(names::key(name, names::kExpAvgAbsmax), s.exp_avg_8bit.absmax.view(view));
+      out.emplace_back(names::key(name, names::kExpAvgSqCodes), s.exp_avg_sq_8bit.codes);
+      out.emplace_back(names::key(name, names::kExpAvgSqAbsmax),
+                       s.exp_avg_sq_8bit.absmax.view(view));
+    } else {
+      out.emplace_back(names::key(name, names::kExpAvg), s.exp_avg);
+      out.emplace_back(names::key(name, names::kExpAvgSq), s.exp_avg_sq);
+    }
+    out.emplace_back(names::key(name, names::kStep), s.step);
   }
   return out;
 }
 
 void AdamW::load_state(const NamedTensors& state) {
+  namespace names = optimizer_state;
   std::map<std::string, size_t> index;
   for (size_t i = 0; i < params_.size(); ++i) index[params_[i].first] = i;
   // "<param>.<field>" -> tensor, checked for unknown names first.
   std::map<size_t, std::map<std::string, at::Tensor>> fields;
   for (const auto& [key, tensor] : state) {
-    const std::optional<optimizer_state::Key> parsed = optimizer_state::parse(key);
+    const std::optional<names::Key> parsed = names::parse(key);
     TITAN_CHECK(parsed, "optimizer state: unknown tensor '", key,
-                "'; expected <param>.exp_avg, <param>.exp_avg_sq or <param>.step");
-    const std::string& field = parsed->field;
+                "'; expected <param>.exp_avg, <param>.exp_avg_sq, <param>.step or AdamW8bit's "
+                "<param>.exp_avg_codes, .exp_avg_absmax, .exp_avg_sq_codes, .exp_avg_sq_absmax");
     const auto it = index.find(parsed->param);
     TITAN_CHECK(it != index.end(), "optimizer state: tensor '", key,
                 "' names no parameter of this model");
     TITAN_CHECK(tensor.defined(), "optimizer state: tensor '", key, "' is undefined");
-    fields[it->second][field] = tensor;
+    fields[it->second][parsed->field] = tensor;
   }
   at::NoGradGuard no_grad;
   for (auto& [i, f] : fields) {
     const std::string& name = params_[i].first;
     const at::Tensor& p = params_[i].second;
-    for (const std::string& needed : optimizer_state::fields())
-      TITAN_CHECK(f.count(needed), "optimizer state: '", name, ".", needed, "' is missing");
-    for (const std::string& field : optimizer_state::fields()) {
-      if (!optimizer_state::is_moment(field)) continue;
-      TITAN_CHECK(f[field].sizes() == p.sizes(), "optimizer state: '", name, ".", field,
-                  "' has shape ", shape_to_string(f[field].sizes()), " but the parameter has ",
-                  shape_to_string(p.sizes()));
+    auto need = [&](const char* field) -> const at::Tensor& {
+      TITAN_CHECK(f.count(field), "optimizer state: '", name, ".", field, "' is missing");
+      return f[field];
+    };
+    const bool saved_8bit = f.count(names::kExpAvgCodes) || f.count(names::kExpAvgAbsmax) ||
+                            f.count(names::kExpAvgSqCodes) || f.count(names::kExpAvgSqAbsmax);
+    TITAN_CHECK(!saved_8bit || !(f.count(names::kExpAvg) || f.count(names::kExpAvgSq)),
+                "optimizer state: '", name, "' has both float32 and 8-bit moments");
+    // Every saved moment as (codes, absmax) or float32, checked against the parameter.
+    std::map<std::string, kernels::BlockwiseQuantized> quantized;
+    std::map<std::string, at::Tensor> moments;
+    for (const char* moment : {names::kExpAvg, names::kExpAvgSq}) {
+      if (!saved_8bit) {
+        const at::Tensor& t = need(moment);
+        TITAN_CHECK(t.sizes() == p.sizes(), "optimizer state: '", name, ".", moment,
+                    "' has shape ", shape_to_string(t.sizes()), " but the parameter has ",
+                    shape_to_string(p.sizes()));
+        moments[moment] = t;
+        continue;
+      }
+      const bool first = std::string(moment) == names::kExpAvg;
+      const char* codes_field = first ? names::kExpAvgCodes : names::kExpAvgSqCodes;
+      const char* absmax_field = first ? names::kExpAvgAbsmax : names::kExpAvgSqAbsmax;
+      const at::Tensor& codes = need(codes_field);
+      const at::Tensor& absmax = need(absmax_field);
+      TITAN_CHECK(codes.sizes() == p.sizes() && codes.scalar_type() == at::kByte,
+                  "optimizer state: '", name, ".", codes_field, "' must be uint8 of shape ",
+                  shape_to_string(p.sizes()), ", got ", codes.scalar_type(), " ",
+                  shape_to_string(codes.sizes()));
+      TITAN_CHECK(absmax.numel() == kernels::quant_blocks(p.numel()), "optimizer state: '", name,
+                  ".", absmax_field, "' has ", absmax.numel(), " values; the parameter's ",
+                  p.numel(), " elements make ", kernels::quant_blocks(p.numel()),
+                  " blocks of 256");
+      quantized[moment] = {codes, absmax.reshape({-1}).to(at::kFloat)};
     }
-    const at::Tensor& step = f[optimizer_state::kStep];
+    const at::Tensor& step = need(names::kStep);
     TITAN_CHECK(step.numel() == 1, "optimizer state: '", name,
                 ".step' must be a scalar, got shape ", shape_to_string(step.sizes()));
     init_slot(i);
     Slot& s = slots_[i];
-    s.exp_avg.copy_(f[optimizer_state::kExpAvg]);
-    s.exp_avg_sq.copy_(f[optimizer_state::kExpAvgSq]);
+    for (const char* moment : {names::kExpAvg, names::kExpAvgSq}) {
+      const bool is_signed = std::string(moment) == names::kExpAvg;
+      if (s.eight_bit) {
+        kernels::BlockwiseQuantized& into = is_signed ? s.exp_avg_8bit : s.exp_avg_sq_8bit;
+        const kernels::BlockwiseQuantized from =
+            saved_8bit ? quantized[moment] : kernels::quantize_blockwise(moments[moment], is_signed);
+        into.codes.copy_(from.codes);
+        into.absmax.copy_(from.absmax);
+      } else {
+        (is_signed ? s.exp_avg : s.exp_avg_sq)
+            .copy_(saved_8bit ? kernels::dequantize_blockwise(quantized[moment].codes,
+                                                              quantized[moment].absmax, is_signed)
+                              : moments[moment]);
+      }
+    }
+    if (s.eight_bit && !saved_8bit) ++conversions_.quantized;
+    if (!s.eight_bit && saved_8bit) ++conversions_.dequantized;
     s.step.copy_(step.reshape({}));
   }
 }

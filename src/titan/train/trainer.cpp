@@ -323,7 +323,7 @@ class Trainer {
   void build_optimizer() {
     // What requires gradients: every parameter, or with LoRA the adapters alone.
     const NamedTensors params = lora::trainable_parameters(parts_);
-    optimizer_.emplace(params, cfg_.optimizer);
+    optimizer_.emplace(params, cfg_.optimizer, &parallel_->placements());
     for (const auto& [name, p] : params) params_.push_back(p);
     grad_squares_.emplace(params, parallel_->placements(), parallel_->mesh());
     if (spec_->post_optimizer_build) {
@@ -340,7 +340,7 @@ class Trainer {
       for (models::Model* part : parts_.models()) spec_->post_optimizer_build(*part, hooks);
     }
     scheduler_.emplace(cfg_.lr_scheduler, cfg_.training.steps, cfg_.optimizer.lr);
-    std::cout << model_state_line({optimizer_->params(), parts_, *parallel_,
+    std::cout << model_state_line({*optimizer_, parts_, *parallel_,
                                    lora_ ? &*lora_ : nullptr, parts_.staged(),
                                    pipeline_ ? pipeline_->describe(parts_) : ""})
               << std::endl;
@@ -388,6 +388,8 @@ class Trainer {
       warn_on_resume_config_change(cfg_,
                                    micro_batches_ * cfg_.training.local_batch_size * batch_ranks(),
                                    checkpoints_->step_dir(first_step_ - 1), dist_.rank() == 0);
+    if (const auto converted = optimizer_->conversion_warning(); converted && dist_.rank() == 0)
+      print_warning(*converted);
   }
 
   // ---- during training --------------------------------------------------------------------

@@ -7,6 +7,8 @@
 
 #include <array>
 
+#include "titan/kernels/adamw8bit.h"
+
 namespace titan::kernels::cuda {
 
 // rms_norm.cu. x [R, D], w [D] (x's dtype) -> y [R, D] and inv_rms [R] (float32).
@@ -47,5 +49,11 @@ void cross_entropy_rows(at::Tensor& logits, const at::Tensor& labels, int64_t ig
 void nf4_dequantize_rows(const std::array<float, 16>& code, const at::Tensor& packed,
                          const at::Tensor& absmax, int64_t cols, int64_t blocksize, int64_t begin,
                          at::Tensor& out);
+
+// adamw8bit.cu. One AdamW8bit step of a contiguous float32 or bfloat16 parameter, its
+// gradient of the same dtype and its two 8-bit states (uint8 codes, float32 absmax per 256).
+void adamw8bit_step(at::Tensor& param, const at::Tensor& grad, at::Tensor& codes_m,
+                    at::Tensor& absmax_m, at::Tensor& codes_v, at::Tensor& absmax_v,
+                    const AdamW8bitFloats& s);
 
 }  // namespace titan::kernels::cuda

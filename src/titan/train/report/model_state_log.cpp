@@ -3,6 +3,8 @@
 #include <map>
 #include <sstream>
 
+#include "titan/common/strings.h"
+
 namespace titan::train {
 
 std::string model_state_line(const ModelStateLog& log) {
@@ -15,7 +17,7 @@ std::string model_state_line(const ModelStateLog& log) {
     return numel;
   };
   std::map<std::string, at::Tensor> held;
-  for (const auto& [name, p] : log.trained) {
+  for (const auto& [name, p] : log.optimizer.params()) {
     const double element = static_cast<double>(p.element_size());
     bytes += static_cast<double>(p.numel()) * element;
     whole += global_numel(name, p) * element;
@@ -35,9 +37,10 @@ std::string model_state_line(const ModelStateLog& log) {
   std::ostringstream line;
   line.setf(std::ios::fixed);
   line.precision(mib < 1 ? 3 : 1);  // LoRA's adapters may take well under a MiB
+  const double state_mib = log.optimizer.state_bytes() / (1024.0 * 1024.0);
   line << "[titan] rank " << log.parallel.mesh().rank() << " of " << log.parallel.degree("world")
-       << " holds " << mib << " MiB of parameters, as much again of gradients and " << 2 * mib
-       << " MiB of optimizer state: " << 4 * mib << " MiB, ";
+       << " holds " << mib << " MiB of parameters, as much again of gradients and " << state_mib
+       << " MiB of optimizer state: " << 2 * mib + state_mib << " MiB, ";
   line.precision(2);
   line << (whole > 0 ? 100.0 * bytes / whole : 100.0) << "% of the "
        << (log.lora ? "adapters'" : "model's");
@@ -52,6 +55,16 @@ std::string model_state_line(const ModelStateLog& log) {
     frozen += static_cast<double>(log.lora->nf4_bytes);
     line.precision(1);
     line << "; and " << frozen / (1024.0 * 1024.0) << " MiB of frozen base";
+  }
+  const AdamW& optimizer = log.optimizer;
+  if (optimizer.name() == "AdamW8bit") {
+    int64_t eight_bit = 0;
+    for (size_t i = 0; i < optimizer.params().size(); ++i) eight_bit += optimizer.eight_bit(i);
+    line << "; AdamW8bit: 8-bit moments for " << eight_bit << " of " << optimizer.params().size()
+         << " tensors";
+    if (!optimizer.float32_by_layout().empty())
+      line << " (float32 for " << join(optimizer.float32_by_layout())
+           << ": their pieces on the ranks cut blocks of 256)";
   }
   return line.str();
 }

@@ -10,7 +10,7 @@
 #include "titan/checkpoint/model_tensors.h"
 #include "titan/common/error.h"
 #include "titan/common/strings.h"
-#include "titan/train/optimizer_state_names.h"
+#include "titan/train/state/optimizer_state_reader.h"
 
 namespace fs = std::filesystem;
 
@@ -64,22 +64,8 @@ void ModelState::load(const PartReader& in) {
 }
 
 void OptimizerState::load(const PartReader& in) {
-  // The moments have their parameter's layout; the step counters are whole.
-  std::map<std::string, at::Tensor> params;
-  for (const auto& [name, p] : model_.named_parameters()) params[name] = p;
-  NamedTensors state;
-  for (const std::string& name : in.names()) {
-    const auto key = optimizer_state::parse(name);
-    if (key && held_elsewhere_ && held_elsewhere_(key->param)) continue;  // another stage's
-    auto it = key ? params.find(key->param) : params.end();
-    if (it == params.end() || !optimizer_state::is_moment(key->field)) {
-      state.emplace_back(name, in.read(name));  // AdamW::load_state names what does not belong
-      continue;
-    }
-    at::Tensor local = at::empty_like(it->second, it->second.options().requires_grad(false));
-    in.read_into(name, local);
-    state.emplace_back(name, local);
-  }
+  const NamedTensors state =
+      read_optimizer_state(in, optimizer_, model_.named_parameters(), held_elsewhere_);
   if (!state.empty()) optimizer_.load_state(state);
 }
 

@@ -65,6 +65,7 @@ std::vector<std::string> resume_config_differences(const config::TrainerConfig& 
   compare(out, "training.packing", saved.training.packing, now.training.packing);
   compare(out, "training.eos_token", saved.training.eos_token, now.training.eos_token);
   compare(out, "training.steps", saved.training.steps, now.training.steps);
+  compare(out, "optimizer.name", saved.optimizer.name, now.optimizer.name);
   compare(out, "optimizer.lr", saved.optimizer.lr, now.optimizer.lr);
   const auto& a = saved.lr_scheduler;
   const auto& b = now.lr_scheduler;

@@ -2,10 +2,10 @@
 // checkpoint records the resolved config (state.config of its manifest, saved_config_text());
 // on resume the settings that shape the optimisation are compared with it, and the ones that
 // differ are printed in one warning line: the global batch (rows per optimizer step), seq_len,
-// the data (dataset_path, packing, eos_token), training.steps and the lr schedule. The run goes
-// on with the new values. Before anything is restored, the checkpoint's model is checked to be
-// the one this run builds (another architecture is one error saying so), and a
-// checkpoint.initial_load_path the resumed run will not load is a warning.
+// the data (dataset_path, packing, eos_token), training.steps, optimizer.name and lr, and the lr
+// schedule. The run goes on with the new values. Before anything is restored, the checkpoint's
+// model is checked to be the one this run builds (another architecture is one error saying
+// so), and a checkpoint.initial_load_path the resumed run will not load is a warning.
 #pragma once
 
 #include <cstdint>

@@ -1,0 +1,172 @@
+// Compiled with -ffp-contract=off (CMakeLists.txt): every fused multiply-add below is an
+// explicit std::fmaf where bitsandbytes' ATen ops fuse, and nothing else may be contracted, or
+// the float32 results would differ from bitsandbytes' in their last bits.
+#include "titan/kernels/cpu/adamw8bit.h"
+
+#include <ATen/Parallel.h>
+#include <c10/util/BFloat16.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "titan/common/error.h"
+#include "titan/kernels/cpu/vector_math.h"
+#include "titan/kernels/dynamic_map.h"
+
+// One clone per x86-64 level, as in vector_math.cpp.
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(__APPLE__)
+#define TITAN_VECTOR_CLONES \
+  __attribute__((target_clones("default", "arch=x86-64-v3", "arch=x86-64-v4")))
+#else
+#define TITAN_VECTOR_CLONES
+#endif
+
+namespace titan::kernels::cpu {
+namespace {
+
+constexpr int64_t kChunk = kAdamW8bitChunkBlocks * kQuantBlock;
+
+// A thread's working set for one chunk: the updated states, sqrt(v), the grid points of both
+// states, and float32 copies of a bfloat16 parameter and gradient.
+struct Scratch {
+  std::vector<float> m, v, root, p, g;
+  std::vector<uint32_t> point_m, point_v;
+  Scratch() : m(kChunk), v(kChunk), root(kChunk), p(kChunk), g(kChunk), point_m(kChunk),
+              point_v(kChunk) {}
+};
+
+// Pass 1 over one block of `count` elements: m = fma(g, 1 - b1, m * b1) and
+// v = fma((1 - b2) * g, g, v * b2) from the dequantised states; returns both new absmax values.
+TITAN_VECTOR_CLONES
+void update_moments(const float* g, const uint8_t* code_m, const uint8_t* code_v,
+                    const float* map_m, const float* map_v, float absmax_m, float absmax_v,
+                    float beta1, float one_minus_beta1, float beta2, float one_minus_beta2,
+                    float* m, float* v, int64_t count, float* new_absmax_m, float* new_absmax_v) {
+  float top_m = 0.0f, top_v = 0.0f;
+  for (int64_t i = 0; i < count; ++i) {
+    const float gi = g[i];
+    const float mi = std::fmaf(gi, one_minus_beta1, (map_m[code_m[i]] * absmax_m) * beta1);
+    const float vi = std::fmaf(one_minus_beta2 * gi, gi, (map_v[code_v[i]] * absmax_v) * beta2);
+    m[i] = mi;
+    v[i] = vi;
+    const float am = std::fabs(mi), av = std::fabs(vi);
+    top_m = am > top_m ? am : top_m;
+    top_v = av > top_v ? av : top_v;
+  }
+  *new_absmax_m = top_m;
+  *new_absmax_v = top_v;
+}
+
+// Pass 3 over one block: p = p * decay + (step_size * m) / (root / c2 + eps), and the grid
+// points of m / absmax_m and v / absmax_v.
+TITAN_VECTOR_CLONES
+void update_parameter(float* p, const float* m, const float* v, const float* root,
+                      float inverse_m, float inverse_v, float decay, float step_size,
+                      float bias_correction2_sqrt, float eps, uint32_t* point_m,
+                      uint32_t* point_v, int64_t count) {
+  for (int64_t i = 0; i < count; ++i) {
+    const float denom = root[i] / bias_correction2_sqrt + eps;
+    p[i] = p[i] * decay + (step_size * m[i]) / denom;
+    point_m[i] = quantize_grid_point(m[i] * inverse_m);
+    point_v[i] = quantize_grid_point(v[i] * inverse_v);
+  }
+}
+
+// The codes of one block from its grid points (a byte table look-up: not vectorised).
+void look_up(const uint32_t* point, const uint8_t* table, float absmax, uint8_t* codes,
+             int64_t count) {
+  if (absmax == 0.0f) {  // a block of zeros is index 0 (1 / 0 would make NaN points)
+    std::memset(codes, 0, static_cast<size_t>(count));
+    return;
+  }
+  for (int64_t i = 0; i < count; ++i) codes[i] = table[point[i]];
+}
+
+// ATen's float32 sqrt over n contiguous values: MKL's vector sqrt in the torch wheel, which is
+// not always correctly rounded, and is what bitsandbytes' v.sqrt() runs.
+void aten_sqrt(float* v, float* out, int64_t n) {
+  const at::Tensor in = at::from_blob(v, {n}, at::kFloat);
+  at::Tensor result = at::from_blob(out, {n}, at::kFloat);
+  at::sqrt_out(result, in);
+}
+
+template <typename T>
+void step_blocks(T* param, const T* grad, uint8_t* codes_m, float* absmax_m, uint8_t* codes_v,
+                 float* absmax_v, int64_t n, int64_t first_block, int64_t end_block,
+                 const AdamW8bitFloats& s) {
+  constexpr bool kFloat32 = std::is_same_v<T, float>;
+  const float* map_m = dynamic_map(true).const_data_ptr<float>();
+  const float* map_v = dynamic_map(false).const_data_ptr<float>();
+  const uint8_t* table_m = quantize_table(true).data();
+  const uint8_t* table_v = quantize_table(false).data();
+  Scratch scratch;
+  for (int64_t chunk = first_block; chunk < end_block; chunk += kAdamW8bitChunkBlocks) {
+    const int64_t chunk_end = std::min(end_block, chunk + kAdamW8bitChunkBlocks);
+    const int64_t begin = chunk * kQuantBlock, end = std::min(n, chunk_end * kQuantBlock);
+    const int64_t size = end - begin;
+    const float* g = nullptr;
+    float* p = nullptr;
+    if constexpr (kFloat32) {
+      g = grad + begin;
+      p = param + begin;
+    } else {
+      vec::bf16_to_float(reinterpret_cast<const uint16_t*>(grad + begin), scratch.g.data(), size);
+      vec::bf16_to_float(reinterpret_cast<const uint16_t*>(param + begin), scratch.p.data(),
+                         size);
+      g = scratch.g.data();
+      p = scratch.p.data();
+    }
+    for (int64_t b = chunk; b < chunk_end; ++b) {
+      const int64_t at = b * kQuantBlock - begin, count = std::min(kQuantBlock, n - b * kQuantBlock);
+      update_moments(g + at, codes_m + begin + at, codes_v + begin + at, map_m, map_v,
+                     absmax_m[b], absmax_v[b], s.beta1, s.one_minus_beta1, s.beta2,
+                     s.one_minus_beta2, scratch.m.data() + at, scratch.v.data() + at, count,
+                     &absmax_m[b], &absmax_v[b]);
+    }
+    aten_sqrt(scratch.v.data(), scratch.root.data(), size);
+    for (int64_t b = chunk; b < chunk_end; ++b) {
+      const int64_t at = b * kQuantBlock - begin, count = std::min(kQuantBlock, n - b * kQuantBlock);
+      update_parameter(p + at, scratch.m.data() + at, scratch.v.data() + at,
+                       scratch.root.data() + at, 1.0f / absmax_m[b], 1.0f / absmax_v[b], s.decay,
+                       s.step_size, s.bias_correction2_sqrt, s.eps, scratch.point_m.data() + at,
+                       scratch.point_v.data() + at, count);
+      look_up(scratch.point_m.data() + at, table_m, absmax_m[b], codes_m + begin + at, count);
+      look_up(scratch.point_v.data() + at, table_v, absmax_v[b], codes_v + begin + at, count);
+    }
+    if constexpr (!kFloat32)
+      vec::float_to_bf16(p, reinterpret_cast<uint16_t*>(param + begin), size);
+  }
+}
+
+}  // namespace
+
+void adamw8bit_step(at::Tensor& param, const at::Tensor& grad, BlockwiseQuantized& exp_avg,
+                    BlockwiseQuantized& exp_avg_sq, const AdamW8bitFloats& s) {
+  const int64_t n = param.numel();
+  const int64_t blocks = quant_blocks(n);
+  uint8_t* codes_m = exp_avg.codes.mutable_data_ptr<uint8_t>();
+  uint8_t* codes_v = exp_avg_sq.codes.mutable_data_ptr<uint8_t>();
+  float* absmax_m = exp_avg.absmax.mutable_data_ptr<float>();
+  float* absmax_v = exp_avg_sq.absmax.mutable_data_ptr<float>();
+  // Built before the threads start (function-local statics).
+  for (const bool is_signed : {true, false}) {
+    (void)dynamic_map(is_signed);
+    (void)quantize_table(is_signed);
+  }
+  auto run = [&](auto* p, const auto* g) {
+    at::parallel_for(0, blocks, kAdamW8bitChunkBlocks, [&](int64_t first, int64_t end) {
+      step_blocks(p, g, codes_m, absmax_m, codes_v, absmax_v, n, first, end, s);
+    });
+  };
+  if (param.scalar_type() == at::kFloat) {
+    run(param.mutable_data_ptr<float>(), grad.const_data_ptr<float>());
+  } else {
+    TITAN_CHECK(param.scalar_type() == at::kBFloat16, "AdamW8bit: parameters must be float32 or ",
+                "bfloat16, got ", param.scalar_type());
+    run(param.mutable_data_ptr<c10::BFloat16>(), grad.const_data_ptr<c10::BFloat16>());
+  }
+}
+
+}  // namespace titan::kernels::cpu

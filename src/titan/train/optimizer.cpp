@@ -53,6 +53,15 @@ AdamW::AdamW(const NamedTensors& params, const config::OptimizerConfig& config,
       continue;
     }
     slots_[i].eight_bit = true;
+    // The 8-bit states exist from the start (zero, as the first step finds them): allocated
+    // now, with the model, they do not land among the blocks a step frees and reuses
+    // (common/heap_reuse.h), which would raise the peak. A parameter's state still counts
+    // from its first gradient (has_state()).
+    const at::Tensor& p = params_[i].second;
+    const int64_t blocks = kernels::quant_blocks(p.numel());
+    for (kernels::BlockwiseQuantized* state : {&slots_[i].exp_avg_8bit, &slots_[i].exp_avg_sq_8bit})
+      *state = {at::zeros(p.sizes(), p.options().dtype(at::kByte)),
+                at::zeros({blocks}, p.options().dtype(at::kFloat))};
   }
 }
 
@@ -108,12 +117,7 @@ void AdamW::init_slot(size_t index) {
       s.exp_avg_sq = at::zeros(p.sizes(), p.options().dtype(at::kFloat));
       return;
     }
-    const at::TensorOptions codes = p.options().dtype(at::kByte);
-    const at::TensorOptions scales = p.options().dtype(at::kFloat);
-    const int64_t blocks = kernels::quant_blocks(p.numel());
-    s.exp_avg_8bit = {at::zeros(p.sizes(), codes), at::zeros({blocks}, scales)};
-    s.exp_avg_sq_8bit = {at::zeros(p.sizes(), codes), at::zeros({blocks}, scales)};
-    return;
+    return;  // the 8-bit states were made with the optimizer
   }
   // torch keeps `step` on the CPU unless fused or capturable; the fused kernel reads it on the
   // parameter's device.

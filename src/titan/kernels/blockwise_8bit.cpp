@@ -59,8 +59,7 @@ BlockwiseQuantized quantize_blockwise(const at::Tensor& x, bool is_signed) {
   return out;
 }
 
-at::Tensor dequantize_blockwise(const at::Tensor& codes, const at::Tensor& absmax,
-                                bool is_signed) {
+at::Tensor dequantize_blockwise(const at::Tensor& codes, const at::Tensor& absmax, bool is_signed) {
   const int64_t n = codes.numel();
   TITAN_CHECK(absmax.numel() == quant_blocks(n), "dequantize_blockwise: ", n, " codes need ",
               quant_blocks(n), " absmax values, got ", absmax.numel());

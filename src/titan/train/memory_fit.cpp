@@ -106,8 +106,8 @@ ModelStateEstimate estimate(const MemoryFitRun& run, bool lora, const std::strin
         const double tp = static_cast<double>(dims.tp);
         e.parameters += experts * r * (in + out) * param_bytes / tp;
         for (const double side : {in, out})  // A [r, in] and B [out, r]
-          e.optimizer += moment_bytes(cfg.optimizer, experts * r * side, experts * r * side / tp,
-                                      param_bytes);
+          e.optimizer +=
+              moment_bytes(cfg.optimizer, experts * r * side, experts * r * side / tp, param_bytes);
       }
       if (nf4 && host->quantizable(name)) {
         e.frozen += nf4_bytes(numel, cfg.lora.double_quantization) / static_cast<double>(dims.tp);
@@ -203,8 +203,8 @@ std::string check_memory_fits(const ModelStateEstimate& e, double available,
     if (cfg.optimizer.name != "AdamW8bit") {
       config::TrainerConfig eight_bit = cfg;
       eight_bit.optimizer.name = "AdamW8bit";
-      const ModelStateEstimate alt = estimate(model, eight_bit, precision, dims, lora,
-                                              cfg.lora.base_quantization);
+      const ModelStateEstimate alt =
+          estimate(model, eight_bit, precision, dims, lora, cfg.lora.base_quantization);
       out << " 8-bit optimizer states: --optimizer.name AdamW8bit (about "
           << format_gib(alt.model_state())
           << (alt.model_state() <= available ? ", fits" : ", does not fit either") << ")";

@@ -72,8 +72,8 @@ const TensorPlacement* AdamW::placement_of(const std::string& name) const {
 std::vector<int64_t> AdamW::absmax_view(size_t index) const {
   const at::Tensor& p = params_[index].second;
   const TensorPlacement* placement = placement_of(params_[index].first);
-  const bool by_rows = absmax_by_rows(placement != nullptr ? placement->global_shape
-                                                           : p.sizes().vec());
+  const bool by_rows =
+      absmax_by_rows(placement != nullptr ? placement->global_shape : p.sizes().vec());
   return absmax_shape(p.sizes().vec(), by_rows);
 }
 
@@ -314,8 +314,8 @@ void AdamW::load_state(const NamedTensors& state) {
     for (const char* moment : {names::kExpAvg, names::kExpAvgSq}) {
       if (!saved_8bit) {
         const at::Tensor& t = need(moment);
-        TITAN_CHECK(t.sizes() == p.sizes(), "optimizer state: '", name, ".", moment,
-                    "' has shape ", shape_to_string(t.sizes()), " but the parameter has ",
+        TITAN_CHECK(t.sizes() == p.sizes(), "optimizer state: '", name, ".", moment, "' has shape ",
+                    shape_to_string(t.sizes()), " but the parameter has ",
                     shape_to_string(p.sizes()));
         moments[moment] = t;
         continue;
@@ -331,8 +331,7 @@ void AdamW::load_state(const NamedTensors& state) {
                   shape_to_string(codes.sizes()));
       TITAN_CHECK(absmax.numel() == kernels::quant_blocks(p.numel()), "optimizer state: '", name,
                   ".", absmax_field, "' has ", absmax.numel(), " values; the parameter's ",
-                  p.numel(), " elements make ", kernels::quant_blocks(p.numel()),
-                  " blocks of 256");
+                  p.numel(), " elements make ", kernels::quant_blocks(p.numel()), " blocks of 256");
       quantized[moment] = {codes, absmax.reshape({-1}).to(at::kFloat)};
     }
     const at::Tensor& step = need(names::kStep);
@@ -345,7 +344,8 @@ void AdamW::load_state(const NamedTensors& state) {
       if (s.eight_bit) {
         kernels::BlockwiseQuantized& into = is_signed ? s.exp_avg_8bit : s.exp_avg_sq_8bit;
         const kernels::BlockwiseQuantized from =
-            saved_8bit ? quantized[moment] : kernels::quantize_blockwise(moments[moment], is_signed);
+            saved_8bit ? quantized[moment]
+                       : kernels::quantize_blockwise(moments[moment], is_signed);
         into.codes.copy_(from.codes);
         into.absmax.copy_(from.absmax);
       } else {

@@ -22,9 +22,8 @@ inline constexpr const char* kExpAvgSqAbsmax = "exp_avg_sq_absmax";
 
 // Every field.
 inline const std::vector<std::string>& fields() {
-  static const std::vector<std::string> all = {kExpAvg,      kExpAvgSq,     kStep,
-                                               kExpAvgCodes, kExpAvgAbsmax, kExpAvgSqCodes,
-                                               kExpAvgSqAbsmax};
+  static const std::vector<std::string> all = {
+      kExpAvg, kExpAvgSq, kStep, kExpAvgCodes, kExpAvgAbsmax, kExpAvgSqCodes, kExpAvgSqAbsmax};
   return all;
 }
 // The float32 moments.

@@ -29,7 +29,7 @@ struct Result {
 // `steps` steps of both implementations on the same gradients; the gradients of [zero_begin,
 // zero_end) are zero (blocks of zeros in both states).
 std::pair<Result, Result> run_both(int64_t n, int steps, at::ScalarType dtype, double weight_decay,
-                             int64_t zero_begin = 0, int64_t zero_end = 0) {
+                                   int64_t zero_begin = 0, int64_t zero_end = 0) {
   at::manual_seed(n + steps);
   const at::Tensor p0 = at::randn({n}).to(dtype);
   Result fused{p0.clone(), zero_state(n), zero_state(n)};

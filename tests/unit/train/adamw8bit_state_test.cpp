@@ -118,8 +118,9 @@ TEST(AdamW8bitState, AdamWMomentsAreQuantisedAndBackAgain) {
   EXPECT_TRUE(at::equal(restored.at("embed.exp_avg"),
                         kernels::dequantize_blockwise(want.codes, want.absmax, true)));
   // 8-bit moments come back within the map's spacing (here ~1/16 of each block's absmax).
-  EXPECT_LE((restored.at("embed.exp_avg_sq") - saved.at("embed.exp_avg_sq")).abs().max().item<double>(),
-            saved.at("embed.exp_avg_sq").abs().max().item<double>() / 16);
+  EXPECT_LE(
+      (restored.at("embed.exp_avg_sq") - saved.at("embed.exp_avg_sq")).abs().max().item<double>(),
+      saved.at("embed.exp_avg_sq").abs().max().item<double>() / 16);
 }
 
 TEST(AdamW8bitState, BadEightBitStateNamesTheTensor) {
@@ -134,8 +135,7 @@ TEST(AdamW8bitState, BadEightBitStateNamesTheTensor) {
                     {"embed.step", step}});
     FAIL() << "no error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("'embed.exp_avg_absmax' has 17 values"),
-              std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("'embed.exp_avg_absmax' has 17 values"), std::string::npos)
         << e.what();
   }
   try {

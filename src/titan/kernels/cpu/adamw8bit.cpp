@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "titan/common/error.h"
+#include "titan/kernels/cpu/table_lookup.h"
 #include "titan/kernels/cpu/vector_math.h"
 #include "titan/kernels/dynamic_map.h"
 
@@ -33,39 +34,65 @@ constexpr int64_t kChunk = kAdamW8bitChunkBlocks * kQuantBlock;
 struct Scratch {
   std::vector<float> m, v, root, p, g;
   std::vector<uint32_t> point_m, point_v;
-  Scratch() : m(kChunk), v(kChunk), root(kChunk), p(kChunk), g(kChunk), point_m(kChunk),
-              point_v(kChunk) {}
+  Scratch()
+      : m(kChunk),
+        v(kChunk),
+        root(kChunk),
+        p(kChunk),
+        g(kChunk),
+        point_m(kChunk),
+        point_v(kChunk) {}
 };
 
 // Pass 1 over one block of `count` elements: m = fma(g, 1 - b1, m * b1) and
-// v = fma((1 - b2) * g, g, v * b2) from the dequantised states; returns both new absmax values.
+// v = fma((1 - b2) * g, g, v * b2) from the dequantised states (m and v hold the map values on
+// entry, vec::look_up_floats); returns both new absmax values. The maxima are
+// kept in kLanes partial lanes, so that the loop vectorises (a float max reduction does not,
+// without -ffast-math); a max does not depend on the order.
+constexpr int kLanes = 16;
+
 TITAN_VECTOR_CLONES
-void update_moments(const float* g, const uint8_t* code_m, const uint8_t* code_v,
-                    const float* map_m, const float* map_v, float absmax_m, float absmax_v,
-                    float beta1, float one_minus_beta1, float beta2, float one_minus_beta2,
-                    float* m, float* v, int64_t count, float* new_absmax_m, float* new_absmax_v) {
-  float top_m = 0.0f, top_v = 0.0f;
-  for (int64_t i = 0; i < count; ++i) {
+void update_moments(const float* g, float absmax_m, float absmax_v, float beta1,
+                    float one_minus_beta1, float beta2, float one_minus_beta2, float* m, float* v,
+                    int64_t count, float* new_absmax_m, float* new_absmax_v) {
+  float top_m[kLanes] = {}, top_v[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= count; i += kLanes) {
+    for (int l = 0; l < kLanes; ++l) {
+      const float gi = g[i + l];
+      const float mi = std::fmaf(gi, one_minus_beta1, (m[i + l] * absmax_m) * beta1);
+      const float vi = std::fmaf(one_minus_beta2 * gi, gi, (v[i + l] * absmax_v) * beta2);
+      m[i + l] = mi;
+      v[i + l] = vi;
+      const float am = std::fabs(mi), av = std::fabs(vi);
+      top_m[l] = am > top_m[l] ? am : top_m[l];
+      top_v[l] = av > top_v[l] ? av : top_v[l];
+    }
+  }
+  for (int l = 0; i < count; ++i, ++l) {
     const float gi = g[i];
-    const float mi = std::fmaf(gi, one_minus_beta1, (map_m[code_m[i]] * absmax_m) * beta1);
-    const float vi = std::fmaf(one_minus_beta2 * gi, gi, (map_v[code_v[i]] * absmax_v) * beta2);
+    const float mi = std::fmaf(gi, one_minus_beta1, (m[i] * absmax_m) * beta1);
+    const float vi = std::fmaf(one_minus_beta2 * gi, gi, (v[i] * absmax_v) * beta2);
     m[i] = mi;
     v[i] = vi;
-    const float am = std::fabs(mi), av = std::fabs(vi);
-    top_m = am > top_m ? am : top_m;
-    top_v = av > top_v ? av : top_v;
+    top_m[l] = std::fabs(mi) > top_m[l] ? std::fabs(mi) : top_m[l];
+    top_v[l] = std::fabs(vi) > top_v[l] ? std::fabs(vi) : top_v[l];
   }
-  *new_absmax_m = top_m;
-  *new_absmax_v = top_v;
+  float best_m = 0.0f, best_v = 0.0f;
+  for (int l = 0; l < kLanes; ++l) {
+    best_m = top_m[l] > best_m ? top_m[l] : best_m;
+    best_v = top_v[l] > best_v ? top_v[l] : best_v;
+  }
+  *new_absmax_m = best_m;
+  *new_absmax_v = best_v;
 }
 
 // Pass 3 over one block: p = p * decay + (step_size * m) / (root / c2 + eps), and the grid
 // points of m / absmax_m and v / absmax_v.
 TITAN_VECTOR_CLONES
-void update_parameter(float* p, const float* m, const float* v, const float* root,
-                      float inverse_m, float inverse_v, float decay, float step_size,
-                      float bias_correction2_sqrt, float eps, uint32_t* point_m,
-                      uint32_t* point_v, int64_t count) {
+void update_parameter(float* p, const float* m, const float* v, const float* root, float inverse_m,
+                      float inverse_v, float decay, float step_size, float bias_correction2_sqrt,
+                      float eps, uint32_t* point_m, uint32_t* point_v, int64_t count) {
   for (int64_t i = 0; i < count; ++i) {
     const float denom = root[i] / bias_correction2_sqrt + eps;
     p[i] = p[i] * decay + (step_size * m[i]) / denom;
@@ -74,19 +101,49 @@ void update_parameter(float* p, const float* m, const float* v, const float* roo
   }
 }
 
-// The codes of one block from its grid points (a byte table look-up: not vectorised).
+// The quantisation tables with room for the gathers to read past their last entry
+// (table_lookup.h).
+struct PaddedTable {
+  uint8_t bytes[65536 + vec::kTablePadding] = {};
+  explicit PaddedTable(bool is_signed) {
+    const auto& table = quantize_table(is_signed);
+    std::memcpy(bytes, table.data(), table.size());
+  }
+};
+
+const uint8_t* padded_table(bool is_signed) {
+  static const PaddedTable signed_table(true), unsigned_table(false);
+  return (is_signed ? signed_table : unsigned_table).bytes;
+}
+
+// The codes of one block from its grid points.
 void look_up(const uint32_t* point, const uint8_t* table, float absmax, uint8_t* codes,
              int64_t count) {
   if (absmax == 0.0f) {  // a block of zeros is index 0 (1 / 0 would make NaN points)
     std::memset(codes, 0, static_cast<size_t>(count));
     return;
   }
-  for (int64_t i = 0; i < count; ++i) codes[i] = table[point[i]];
+  vec::look_up_bytes(point, table, codes, count);
 }
 
-// ATen's float32 sqrt over n contiguous values: MKL's vector sqrt in the torch wheel, which is
-// not always correctly rounded, and is what bitsandbytes' v.sqrt() runs.
+}  // namespace
+}  // namespace titan::kernels::cpu
+
+// MKL's vector square root, which ATen's float32 sqrt calls on x86 torch wheels (exported by
+// libtorch_cpu there; weak, so that it is null where the build has no MKL).
+extern "C" __attribute__((weak)) void vsSqrt(int n, const float* in, float* out);
+
+namespace titan::kernels::cpu {
+namespace {
+
+// ATen's float32 sqrt over n contiguous values: what bitsandbytes' v.sqrt() runs, MKL's, which
+// is not always correctly rounded. Called directly where present (the same bits as at::sqrt,
+// the unit tests check, without an operator dispatch per chunk); else through ATen.
 void aten_sqrt(float* v, float* out, int64_t n) {
+  if (vsSqrt != nullptr) {
+    vsSqrt(static_cast<int>(n), v, out);
+    return;
+  }
   const at::Tensor in = at::from_blob(v, {n}, at::kFloat);
   at::Tensor result = at::from_blob(out, {n}, at::kFloat);
   at::sqrt_out(result, in);
@@ -99,8 +156,8 @@ void step_blocks(T* param, const T* grad, uint8_t* codes_m, float* absmax_m, uin
   constexpr bool kFloat32 = std::is_same_v<T, float>;
   const float* map_m = dynamic_map(true).const_data_ptr<float>();
   const float* map_v = dynamic_map(false).const_data_ptr<float>();
-  const uint8_t* table_m = quantize_table(true).data();
-  const uint8_t* table_v = quantize_table(false).data();
+  const uint8_t* table_m = padded_table(true);
+  const uint8_t* table_v = padded_table(false);
   Scratch scratch;
   for (int64_t chunk = first_block; chunk < end_block; chunk += kAdamW8bitChunkBlocks) {
     const int64_t chunk_end = std::min(end_block, chunk + kAdamW8bitChunkBlocks);
@@ -113,21 +170,23 @@ void step_blocks(T* param, const T* grad, uint8_t* codes_m, float* absmax_m, uin
       p = param + begin;
     } else {
       vec::bf16_to_float(reinterpret_cast<const uint16_t*>(grad + begin), scratch.g.data(), size);
-      vec::bf16_to_float(reinterpret_cast<const uint16_t*>(param + begin), scratch.p.data(),
-                         size);
+      vec::bf16_to_float(reinterpret_cast<const uint16_t*>(param + begin), scratch.p.data(), size);
       g = scratch.g.data();
       p = scratch.p.data();
     }
+    vec::look_up_floats(codes_m + begin, map_m, scratch.m.data(), size);
+    vec::look_up_floats(codes_v + begin, map_v, scratch.v.data(), size);
     for (int64_t b = chunk; b < chunk_end; ++b) {
-      const int64_t at = b * kQuantBlock - begin, count = std::min(kQuantBlock, n - b * kQuantBlock);
-      update_moments(g + at, codes_m + begin + at, codes_v + begin + at, map_m, map_v,
-                     absmax_m[b], absmax_v[b], s.beta1, s.one_minus_beta1, s.beta2,
+      const int64_t at = b * kQuantBlock - begin,
+                    count = std::min(kQuantBlock, n - b * kQuantBlock);
+      update_moments(g + at, absmax_m[b], absmax_v[b], s.beta1, s.one_minus_beta1, s.beta2,
                      s.one_minus_beta2, scratch.m.data() + at, scratch.v.data() + at, count,
                      &absmax_m[b], &absmax_v[b]);
     }
     aten_sqrt(scratch.v.data(), scratch.root.data(), size);
     for (int64_t b = chunk; b < chunk_end; ++b) {
-      const int64_t at = b * kQuantBlock - begin, count = std::min(kQuantBlock, n - b * kQuantBlock);
+      const int64_t at = b * kQuantBlock - begin,
+                    count = std::min(kQuantBlock, n - b * kQuantBlock);
       update_parameter(p + at, scratch.m.data() + at, scratch.v.data() + at,
                        scratch.root.data() + at, 1.0f / absmax_m[b], 1.0f / absmax_v[b], s.decay,
                        s.step_size, s.bias_correction2_sqrt, s.eps, scratch.point_m.data() + at,
@@ -153,7 +212,7 @@ void adamw8bit_step(at::Tensor& param, const at::Tensor& grad, BlockwiseQuantize
   // Built before the threads start (function-local statics).
   for (const bool is_signed : {true, false}) {
     (void)dynamic_map(is_signed);
-    (void)quantize_table(is_signed);
+    (void)padded_table(is_signed);
   }
   auto run = [&](auto* p, const auto* g) {
     at::parallel_for(0, blocks, kAdamW8bitChunkBlocks, [&](int64_t first, int64_t end) {

@@ -13,7 +13,7 @@
 
 namespace titan::kernels::cpu {
 
-inline constexpr int64_t kAdamW8bitChunkBlocks = 32;
+inline constexpr int64_t kAdamW8bitChunkBlocks = 8;
 
 // param float32 or bfloat16, contiguous; grad contiguous, of param's dtype; states checked by
 // the caller (kernels/adamw8bit.cpp).

@@ -77,8 +77,7 @@ __global__ void step_kernel(T* param, const T* grad, uint8_t* codes_m, float* ab
   float m = 0.f, v = 0.f;
   if (live) {
     const float g = static_cast<float>(grad[i]);
-    m = __fmaf_rn(g, s.one_minus_beta1,
-                  __fmul_rn(__fmul_rn(smap_m[codes_m[i]], scale_m), s.beta1));
+    m = __fmaf_rn(g, s.one_minus_beta1, __fmul_rn(__fmul_rn(smap_m[codes_m[i]], scale_m), s.beta1));
     v = __fmaf_rn(__fmul_rn(s.one_minus_beta2, g), g,
                   __fmul_rn(__fmul_rn(smap_v[codes_v[i]], scale_v), s.beta2));
   }
@@ -89,8 +88,10 @@ __global__ void step_kernel(T* param, const T* grad, uint8_t* codes_m, float* ab
     const float p = __fadd_rn(__fmul_rn(static_cast<float>(param[i]), s.decay),
                               __fdiv_rn(__fmul_rn(s.step_size, m), denom));
     param[i] = static_cast<T>(p);
-    codes_m[i] = top_m == 0.f ? 0 : __ldg(&table_m[grid_point(__fmul_rn(m, __fdiv_rn(1.0f, top_m)))]);
-    codes_v[i] = top_v == 0.f ? 0 : __ldg(&table_v[grid_point(__fmul_rn(v, __fdiv_rn(1.0f, top_v)))]);
+    codes_m[i] =
+        top_m == 0.f ? 0 : __ldg(&table_m[grid_point(__fmul_rn(m, __fdiv_rn(1.0f, top_m)))]);
+    codes_v[i] =
+        top_v == 0.f ? 0 : __ldg(&table_v[grid_point(__fmul_rn(v, __fdiv_rn(1.0f, top_v)))]);
   }
   if (threadIdx.x == 0) {
     absmax_m[block] = top_m;
@@ -111,10 +112,9 @@ void adamw8bit_step(at::Tensor& param, const at::Tensor& grad, at::Tensor& codes
   auto stream = at::cuda::getCurrentCUDAStream();
   auto launch = [&](auto* p, const auto* g) {
     step_kernel<<<blocks, kThreads, 0, stream>>>(
-        p, g, codes_m.data_ptr<uint8_t>(), absmax_m.data_ptr<float>(),
-        codes_v.data_ptr<uint8_t>(), absmax_v.data_ptr<float>(), t.map_m.data_ptr<float>(),
-        t.map_v.data_ptr<float>(), t.table_m.data_ptr<uint8_t>(), t.table_v.data_ptr<uint8_t>(),
-        n, s);
+        p, g, codes_m.data_ptr<uint8_t>(), absmax_m.data_ptr<float>(), codes_v.data_ptr<uint8_t>(),
+        absmax_v.data_ptr<float>(), t.map_m.data_ptr<float>(), t.map_v.data_ptr<float>(),
+        t.table_m.data_ptr<uint8_t>(), t.table_v.data_ptr<uint8_t>(), n, s);
   };
   if (param.scalar_type() == at::kFloat) {
     launch(param.data_ptr<float>(), grad.data_ptr<float>());

@@ -51,19 +51,19 @@ NamedTensors read_optimizer_state(const PartReader& in, const AdamW& optimizer,
   // 8-bit moments this layout cannot read by pieces: dequantised whole, then this rank's piece.
   for (const auto& [param, moment] : read_whole) {
     const bool is_signed = moment == names::kExpAvg;
-    const std::string codes = names::key(param, is_signed ? names::kExpAvgCodes
-                                                           : names::kExpAvgSqCodes);
-    const std::string absmax = names::key(param, is_signed ? names::kExpAvgAbsmax
-                                                            : names::kExpAvgSqAbsmax);
+    const std::string codes =
+        names::key(param, is_signed ? names::kExpAvgCodes : names::kExpAvgSqCodes);
+    const std::string absmax =
+        names::key(param, is_signed ? names::kExpAvgAbsmax : names::kExpAvgSqAbsmax);
     std::erase_if(state, [&](const auto& entry) { return entry.first == codes; });
     TITAN_CHECK(in.contains(codes), in.source(), ": optimizer tensor '", absmax,
                 "' has no companion '", codes, "'");
-    const at::Tensor whole = kernels::dequantize_blockwise(in.read(codes), in.read(absmax).reshape({-1}),
-                                                           is_signed);
+    const at::Tensor whole =
+        kernels::dequantize_blockwise(in.read(codes), in.read(absmax).reshape({-1}), is_signed);
     const at::Tensor& p = by_name.at(param);
-    state.emplace_back(names::key(param, moment),
-                       distributed::local_piece(*optimizer.placement_of(param), whole)
-                           .to(p.device()));
+    state.emplace_back(
+        names::key(param, moment),
+        distributed::local_piece(*optimizer.placement_of(param), whole).to(p.device()));
   }
   return state;
 }

@@ -2,8 +2,8 @@
 // model's tensors: a parameter, and its optimizer moments ("<param>.exp_avg",
 // "<param>.exp_avg_sq", and AdamW8bit's codes, optimizer_state_names.h), have the placement
 // recorded for it (distributed/parameter_placements.h); AdamW8bit's per-block absmax has the
-// placement derived from it (block_layout.h); a parameter's step counter is whole and written by one
-// rank of those that hold the parameter (under pipeline parallelism, of its stage); buffers
+// placement derived from it (block_layout.h); a parameter's step counter is whole and written by
+// one rank of those that hold the parameter (under pipeline parallelism, of its stage); buffers
 // with a placement (a pipeline stage's) follow it; RNG states and everything else are whole
 // and written by rank 0.
 #pragma once

@@ -1,5 +1,7 @@
 #include "titan/kernels/blockwise_8bit.h"
 
+#include <algorithm>
+
 #include "titan/common/error.h"
 #include "titan/kernels/dynamic_map.h"
 
@@ -35,8 +37,41 @@ const std::array<uint8_t, 65536>& quantize_table(bool is_signed) {
   return is_signed ? signed_table : unsigned_table;
 }
 
+namespace {
+
+// On the CPU: bitsandbytes' own loop (its quantize_cpu_impl), block by block.
+BlockwiseQuantized quantize_cpu(const at::Tensor& flat, const at::IntArrayRef shape,
+                                bool is_signed) {
+  const int64_t n = flat.numel();
+  const int64_t blocks = quant_blocks(n);
+  BlockwiseQuantized out{at::empty({n}, at::kByte), at::empty({blocks}, at::kFloat)};
+  const float* x = flat.const_data_ptr<float>();
+  uint8_t* codes = out.codes.mutable_data_ptr<uint8_t>();
+  float* absmax = out.absmax.mutable_data_ptr<float>();
+  const uint8_t* table = quantize_table(is_signed).data();
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t first = b * kQuantBlock, count = std::min(kQuantBlock, n - first);
+    float top = 0.0f;
+    for (int64_t i = 0; i < count; ++i) top = std::max(top, std::fabs(x[first + i]));
+    absmax[b] = top;
+    if (top == 0.0f) {
+      std::fill(codes + first, codes + first + count, uint8_t{0});
+      continue;
+    }
+    const float inverse = 1.0f / top;
+    for (int64_t i = 0; i < count; ++i)
+      codes[first + i] = table[quantize_grid_point(x[first + i] * inverse)];
+  }
+  out.codes = out.codes.view(shape);
+  return out;
+}
+
+}  // namespace
+
 BlockwiseQuantized quantize_blockwise(const at::Tensor& x, bool is_signed) {
   const at::Tensor flat = x.detach().to(at::kFloat).contiguous().reshape({-1});
+  if (flat.is_cpu()) return quantize_cpu(flat, x.sizes(), is_signed);
+  // Elsewhere the same in ATen ops.
   const int64_t n = flat.numel();
   const int64_t blocks = quant_blocks(n);
   BlockwiseQuantized out;

@@ -9,8 +9,9 @@
 //   whose bucket holds grid point k. A block of zeros is all index 0.
 //   Dequantisation: map[index] * absmax of the block, one float32 multiply.
 //
-// These are the reference implementations, in ATen ops (any device); the fused optimizer
-// kernels (adamw8bit.h) do the same per element inside their one pass.
+// These are the reference implementations (bitsandbytes' loop on the CPU, ATen ops on other
+// devices); the fused optimizer kernels (adamw8bit.h) do the same per element inside their one
+// pass.
 #pragma once
 
 #include <ATen/ATen.h>

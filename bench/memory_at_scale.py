@@ -1,10 +1,13 @@
 """Memory and step time at real Qwen3 sizes on this machine, titan against its peer in one run:
-random weights in the published shapes (Qwen3-0.6B, -4B, -8B config.json values, saved as
+random weights in the published shapes (Qwen3-0.6B, -1.7B, -4B, -8B config.json values, saved as
 bfloat16 safetensors shards, cached under ~/.cache/titan-cpp/bench-models), batch 1 x 512 of
 the default corpus, OMP_NUM_THREADS threads (default: all cores).
 
 Cases (each run in a process of its own; the peer in a Python child):
   0.6B full fine-tune, float32          titan                      HF eager + AdamW
+  0.6B full fine-tune, AdamW8bit        titan                      HF eager + bnb AdamW8bit
+  1.7B full fine-tune, AdamW            titan                      HF eager + AdamW
+  1.7B full fine-tune, AdamW8bit        titan                      HF eager + bnb AdamW8bit
   0.6B full, activation checkpointing   titan full / selective     HF eager + gradient_checkpointing
   0.6B LoRA r16, float32                titan                      PEFT
   0.6B QLoRA r16, bfloat16              titan                      PEFT + bitsandbytes
@@ -20,7 +23,7 @@ kernel's OOM killer, or the 23 GiB limit this script sets per process) is report
 Also: titan's start-up estimate against the resident memory of a run at 16 tokens (where
 activations are negligible), for the 0.6B full fine-tune and the 4B QLoRA.
 
-usage: build/python bench/memory_at_scale.py [--cases all|0.6B|4B|8B] [--steps 3]
+usage: build/python bench/memory_at_scale.py [--cases all|0.6B|1.7B|4B|8B] [--match TEXT] [--steps 3]
                                              [--write-results]
 """
 import argparse
@@ -41,9 +44,11 @@ PROJECTIONS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "
 LIMIT_BYTES = 23 * 2**30  # per process: a run above this is reported as not fitting
 GIB = 2**30
 
-# The published config.json values (Qwen/Qwen3-0.6B, -4B, -8B).
+# The published config.json values (Qwen/Qwen3-0.6B, -1.7B, -4B, -8B).
 SHAPES = {
     "0.6B": dict(hidden_size=1024, intermediate_size=3072, num_hidden_layers=28,
+                 num_attention_heads=16, num_key_value_heads=8, tie_word_embeddings=True),
+    "1.7B": dict(hidden_size=2048, intermediate_size=6144, num_hidden_layers=28,
                  num_attention_heads=16, num_key_value_heads=8, tie_word_embeddings=True),
     "4B": dict(hidden_size=2560, intermediate_size=9728, num_hidden_layers=36,
                num_attention_heads=32, num_key_value_heads=8, tie_word_embeddings=True),
@@ -155,7 +160,7 @@ def titan_case(case, base, job, args, env):
            "--job.dump_folder", str(job),
            "--training.dataset_path", str(REPO / "assets/corpus/python_stdlib.jsonl"),
            "--optimizer.lr", "1e-5", "--lr_scheduler.warmup_steps", "0",
-           "--metrics.log_freq", "1"]
+           "--metrics.log_freq", "1", "--optimizer.name", case.get("optimizer", "AdamW")]
     if case["kind"] != "full":
         cmd += ["--model.converters", "lora", "--lora.rank", "16", "--lora.alpha", "32"]
     if case["kind"] == "qlora":
@@ -210,7 +215,12 @@ def peer_main(case, base, steps):
                                                            target_modules=PROJECTIONS))
     model.train()
     params = [p for p in model.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(params, lr=1e-5, betas=(0.9, 0.95), weight_decay=0.1, fused=True)
+    if case.get("optimizer") == "AdamW8bit":
+        import bitsandbytes as bnb
+        opt = bnb.optim.AdamW8bit(params, lr=1e-5, betas=(0.9, 0.95), weight_decay=0.1)
+    else:
+        opt = torch.optim.AdamW(params, lr=1e-5, betas=(0.9, 0.95), weight_decay=0.1,
+                                fused=True)
     seq = case.get("seq", 512)
     data = packed_windows(REPO / "assets" / "corpus" / "python_stdlib.jsonl",
                           REPO / "assets" / "qwen3-tokenizer", seq, steps)
@@ -229,8 +239,11 @@ def peer_main(case, base, steps):
     seen = {id(p) for p in params}
     frozen = sum(t.numel() * t.element_size() for t in list(model.parameters()) +
                  list(model.buffers()) if id(t) not in seen)
-    print(json.dumps({"state": 4 * trained + frozen, "step": statistics.median(times[1:]),
-                      "loss": loss}))
+    # The optimizer's state as it holds it (bitsandbytes' maps are shared by every parameter).
+    moments = {id(t): t.numel() * t.element_size() for s in opt.state.values()
+               for t in s.values() if torch.is_tensor(t) and t.numel() > 1}
+    print(json.dumps({"state": 2 * trained + sum(moments.values()) + frozen,
+                      "step": statistics.median(times[1:]), "loss": loss}))
 
 
 def peer_case(case, base, args, env):
@@ -251,6 +264,13 @@ CASES = [
     dict(size="0.6B", kind="full", dtype="float32", peer="HF eager + AdamW"),
     dict(size="0.6B", kind="full", dtype="float32", ac="full", peer="HF + gradient checkpointing"),
     dict(size="0.6B", kind="full", dtype="float32", ac="selective", peer=None),
+    dict(size="0.6B", kind="full", dtype="float32", optimizer="AdamW8bit",
+         peer="HF eager + bnb AdamW8bit"),
+    # Qwen3-1.7B full fine-tuning: 16 bytes a parameter with AdamW (about 30 GiB) does not fit
+    # the 23 GiB limit; AdamW8bit's 10 bytes a parameter do.
+    dict(size="1.7B", kind="full", dtype="float32", peer="HF eager + AdamW"),
+    dict(size="1.7B", kind="full", dtype="float32", optimizer="AdamW8bit",
+         peer="HF eager + bnb AdamW8bit"),
     dict(size="0.6B", kind="lora", dtype="float32", peer="PEFT"),
     dict(size="0.6B", kind="qlora", dtype="bfloat16", peer="PEFT + bitsandbytes"),
     # The large bases at 128 tokens a step: on a 2-core machine a 512-token step of the 8B takes
@@ -271,6 +291,8 @@ def gib(bytes_):
 
 def describe(case):
     text = {"full": "full fine-tune", "lora": "LoRA r16", "qlora": "QLoRA r16 NF4+dq"}[case["kind"]]
+    if case["kind"] == "full":
+        text += f", {case.get('optimizer', 'AdamW')}"
     if case.get("ac"):
         text += f", AC {case['ac']}"
     if case.get("seq", 512) != 512:
@@ -280,7 +302,13 @@ def describe(case):
 
 def row(case, t, p):
     def step(r):
-        return f"{r['step']:.1f} s" if "step" in r else "failed"
+        if "step" in r:
+            return f"{r['step']:.1f} s"
+        # Refused at start-up (titan's memory check), stopped above the limit, or killed.
+        error = r.get("error", "")
+        memory = ("stopped by the benchmark" in error or "model state needs" in error or
+                  "out of memory" in error.lower() or r.get("code") in (-9, 137))
+        return "does not fit" if memory else "failed"
     ratio = f"{p['step'] / t['step']:.2f}" if "step" in t and p and "step" in p else "-"
     peer = p or {}
     peer_name = case.get("peer") or "-"
@@ -300,12 +328,16 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--cases", default="all")
+    ap.add_argument("--match", default="",
+                    help="only the cases whose description contains this (e.g. AdamW8bit)")
     ap.add_argument("--write-results", action="store_true")
     ap.add_argument("--peer")
     ap.add_argument("--base")
     args = ap.parse_args()
     if args.peer:
         return peer_main(json.loads(args.peer), Path(args.base), args.steps)
+    if args.write_results and args.match:
+        ap.error("--write-results rewrites the whole section: run every case (no --match)")
     env = dict(os.environ)
     env.setdefault("OMP_NUM_THREADS", str(os.cpu_count()))
     sizes = list(SHAPES) if args.cases == "all" else args.cases.split(",")
@@ -319,7 +351,10 @@ def main():
     notes = []
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        for i, case in enumerate(c for c in CASES if c["size"] in sizes):
+        def chosen(cases):
+            return [c for c in cases if c["size"] in sizes and args.match in describe(c)]
+
+        for i, case in enumerate(chosen(CASES)):
             base = model_dir(case["size"])
             t = titan_case(case, base, tmp / f"titan{i}", args, env)
             p = peer_case(case, base, args, env) if case.get("peer") else None
@@ -332,7 +367,7 @@ def main():
                   "tokenizer, is part of the measured figure):", "",
                   "| case | estimate | peak anon | peak RSS | estimate / anon |",
                   "|---|---:|---:|---:|---:|"]
-        for i, case in enumerate(c for c in ESTIMATE_CASES if c["size"] in sizes):
+        for i, case in enumerate(chosen(ESTIMATE_CASES)):
             t = titan_case(case, model_dir(case["size"]), tmp / f"estimate{i}", args, env)
             if "state" not in t:
                 notes.append(f"estimate {describe(case)}: {t.get('error')}")

@@ -135,7 +135,9 @@ const std::vector<Rule>& rules() {
        "",
        {"false"},
        "nothing is offloaded",
-       "titan has no CPU offload of parameters"},
+       "titan has no CPU offload of parameters; to fit a larger model, --optimizer.name "
+       "AdamW8bit keeps the optimizer's moments in 8-bit blocks (docs/optimizers.md), or train "
+       "LoRA / QLoRA adapters"},
       {"training.gc_freq", "", {}, "titan has no Python garbage collector to schedule", ""},
       {"training.gc_debug", "", {}, "titan has no Python garbage collector to schedule", ""},
       {"training.dataloader.*", "", {}, kDataloader, ""},

@@ -180,6 +180,29 @@ def test_fsdp_states_reshard_to_one_process(base, straight, small_corpus, tmp_pa
     assert_close(losses[3:], ref[3:], "loss", rel=1e-4)
 
 
+def test_a_layout_whose_pieces_cut_blocks_keeps_float32_and_resumes(small_corpus, tokenizer_dir,
+                                                                    tmp_path):
+    """Tensor parallelism 2 splits the debug model's down_proj [256, 768] into pieces of 384
+    columns, 1.5 blocks: that parameter keeps float32 states under TP (and says so), and a
+    one-process checkpoint, whose 8-bit states it cannot read piece by piece, resumes there
+    (read whole and dequantised) to the same losses as the one process."""
+    def args(job, steps):
+        return ["train", "--module", "qwen3", "--config", "qwen3_debugmodel",
+                "--training.local_batch_size", 2, "--training.seq_len", 32,
+                "--metrics.log_freq", 1, "--training.steps", steps, "--lr_scheduler.total_steps", 4,
+                "--training.dataset_path", small_corpus, "--model.hf_assets_path", tokenizer_dir,
+                "--optimizer.name", "AdamW8bit", "--job.dump_folder", job, "--checkpoint.enable",
+                "--checkpoint.interval", 2]
+
+    run_titan(*args(tmp_path / "one", 4))
+    run_titan(*args(tmp_path / "split", 2))
+    proc = torchrun(2, args(tmp_path / "split", 4) + ["--parallelism.tensor_parallel_degree", 2])
+    assert "resumed from training checkpoint" in proc.stdout
+    assert "(float32 for model.layers.0.mlp.down_proj.weight" in proc.stdout, proc.stdout
+    (ref, _), (losses, _) = curves(tmp_path / "one"), curves(tmp_path / "split")
+    assert_close(losses[2:], ref[2:], "loss", rel=1e-5)
+
+
 def test_an_adamw_checkpoint_resumes_with_adamw8bit(base, small_corpus, tmp_path):
     job = tmp_path / "adamw"
     run_titan(*train_args(base, job, small_corpus, "--checkpoint.interval", 2, steps=2,

@@ -3,7 +3,8 @@ Qwen3 against a plain PyTorch loop over transformers' Qwen3ForCausalLM with
 bitsandbytes.optim.AdamW8bit on the same rows (weight decay on matrices only, gradients
 clipped to 1), the 8-bit states after one step against bitsandbytes', an exact resume, FSDP 2
 -> 1 process resharding of the 8-bit states, an AdamW checkpoint resumed with AdamW8bit, and
-the memory the 8-bit states save."""
+the memory the 8-bit states save; pipeline stages, gradient accumulation and LoRA on both model
+paths."""
 import json
 import shutil
 
@@ -201,6 +202,54 @@ def test_a_layout_whose_pieces_cut_blocks_keeps_float32_and_resumes(small_corpus
     assert "(float32 for model.layers.0.mlp.down_proj.weight" in proc.stdout, proc.stdout
     (ref, _), (losses, _) = curves(tmp_path / "one"), curves(tmp_path / "split")
     assert_close(losses[2:], ref[2:], "loss", rel=1e-5)
+
+
+def test_pipeline_and_gradient_accumulation_go_as_one_process(base, straight, small_corpus,
+                                                              tmp_path):
+    """The same six steps as two pipeline stages (each rank updating its own layers, the tied
+    embedding on both) and, in one process, as two micro-batches of one row accumulated: the
+    losses of the one-process run, whose batch is both rows at once."""
+    staged = tmp_path / "pp"
+    proc = torchrun(2, train_args(base, staged, small_corpus,
+                                  "--parallelism.pipeline_parallel_degree", 2))
+    assert proc.stdout.count("AdamW8bit: 8-bit moments for") == 2, proc.stdout
+    accumulated = tmp_path / "accumulated"
+    run_titan(*train_args(base, accumulated, small_corpus, "--training.global_batch_size", BATCH,
+                          batch=1))
+    ref, _ = curves(straight)
+    for job in (staged, accumulated):
+        losses, _ = curves(job)
+        assert_close(losses, ref, f"loss ({job.name})", rel=1e-4)
+
+
+@pytest.mark.parametrize("backend", ["qwen3", "transformers"])
+def test_lora_adapters_match_peft_with_bitsandbytes(base, small_corpus, tokenizer_dir, tmp_path,
+                                                    backend):
+    """LoRA trains the adapters alone; at rank 4 every adapter has fewer than 4096 elements, so
+    each keeps float32 states under bitsandbytes' 32-bit update. Both model paths against PEFT
+    with bitsandbytes.optim.AdamW8bit."""
+    from test_lora import (BATCH as LORA_BATCH, LINEARS, SEQ as LORA_SEQ, STEPS as LORA_STEPS,
+                           initial_adapter, normwise, peft_loop, train_titan as train_lora)
+
+    adapter = initial_adapter(base, tmp_path / "initial", LINEARS)
+    job = tmp_path / "job"
+    proc = run_titan(*train_lora(base, job, small_corpus, "--checkpoint.enable",
+                                 "--optimizer.name", "AdamW8bit", backend=backend,
+                                 adapter=adapter))
+    assert "AdamW8bit: 8-bit moments for 0 of" in proc.stdout, proc.stdout
+    metrics = read_metrics(job)
+    windows = packed_windows(small_corpus, tokenizer_dir, LORA_SEQ, LORA_STEPS * LORA_BATCH)
+    losses, trained = peft_loop(base, adapter, windows, [m["lr"] for m in metrics],
+                                optimizer=bnb.optim.AdamW8bit)
+    assert_close([m["loss"] for m in metrics], losses, "loss", rel=1e-5)
+    initial = load_file(adapter / "adapter_model.safetensors")
+    exported = load_file(job / "hf" / f"step-{LORA_STEPS}-adapter" / "adapter_model.safetensors")
+    ours = {k: exported[k] - initial[k] for k in initial}
+    theirs = {k: trained[k] - initial[k] for k in initial}
+    assert normwise(ours, theirs) <= 1e-3
+    state = load_file(job / "checkpoint" / f"step-{LORA_STEPS}" / "optimizer.safetensors")
+    assert state and all(".lora_A." in k or ".lora_B." in k for k in state)
+    assert not any(k.endswith("_codes") for k in state)
 
 
 def test_an_adamw_checkpoint_resumes_with_adamw8bit(base, small_corpus, tmp_path):

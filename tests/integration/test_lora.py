@@ -68,17 +68,17 @@ def train_titan(base, job, corpus, *extra, backend="qwen3", steps=STEPS, adapter
     return args + [str(a) for a in extra]
 
 
-def peft_loop(base, adapter, windows, lrs, weight_decay=0.1):
+def peft_loop(base, adapter, windows, lrs, weight_decay=0.1, optimizer=torch.optim.AdamW):
     """PEFT's model trained by hand as titan trains: the mean token loss of each step's rows,
-    the gradients clipped to norm 1, AdamW (betas 0.9, 0.95) at titan's logged learning rates.
-    Returns the losses and the adapter after the last step (PEFT's names)."""
+    the gradients clipped to norm 1, AdamW (betas 0.9, 0.95; or another `optimizer` class that
+    takes torch's AdamW arguments) at titan's logged learning rates. Returns the losses and the
+    adapter after the last step (PEFT's names)."""
     model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32,
                                                  attn_implementation="eager")
     model = peft.PeftModel.from_pretrained(model, adapter, is_trainable=True)
     model.train()
     params = [p for p in model.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(params, lr=lrs[0], betas=(0.9, 0.95), eps=1e-8,
-                            weight_decay=weight_decay)
+    opt = optimizer(params, lr=lrs[0], betas=(0.9, 0.95), eps=1e-8, weight_decay=weight_decay)
     losses = []
     for step, lr in enumerate(lrs):
         for group in opt.param_groups:

@@ -203,8 +203,9 @@ std::string check_memory_fits(const ModelStateEstimate& e, double available,
     if (cfg.optimizer.name != "AdamW8bit") {
       config::TrainerConfig eight_bit = cfg;
       eight_bit.optimizer.name = "AdamW8bit";
-      const ModelStateEstimate alt =
-          estimate(model, eight_bit, precision, dims, lora, cfg.lora.base_quantization);
+      const MemoryFitRun eight_bit_run{run.model, eight_bit, run.precision, run.dims,
+                                       run.local_sequence};
+      const ModelStateEstimate alt = estimate(eight_bit_run, lora, cfg.lora.base_quantization);
       out << " 8-bit optimizer states: --optimizer.name AdamW8bit (about "
           << format_gib(alt.model_state())
           << (alt.model_state() <= available ? ", fits" : ", does not fit either") << ")";

@@ -340,9 +340,8 @@ class Trainer {
       for (models::Model* part : parts_.models()) spec_->post_optimizer_build(*part, hooks);
     }
     scheduler_.emplace(cfg_.lr_scheduler, cfg_.training.steps, cfg_.optimizer.lr);
-    std::cout << model_state_line({*optimizer_, parts_, *parallel_,
-                                   lora_ ? &*lora_ : nullptr, parts_.staged(),
-                                   pipeline_ ? pipeline_->describe(parts_) : ""})
+    std::cout << model_state_line({*optimizer_, parts_, *parallel_, lora_ ? &*lora_ : nullptr,
+                                   parts_.staged(), pipeline_ ? pipeline_->describe(parts_) : ""})
               << std::endl;
     peak_flops_ = device_peak_flops(precision_.device);
   }

@@ -15,7 +15,7 @@
 namespace titan::train {
 
 struct ModelStateLog {
-  const AdamW& optimizer;                    // what it updates, as this rank holds it, and its state
+  const AdamW& optimizer;                    // what it updates (this rank's pieces), its state
   models::ModelTensors& model;               // this rank's model parts
   const distributed::MeshContext& parallel;  // their placements and the degrees
   const lora::LoraSetup* lora = nullptr;

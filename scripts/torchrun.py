@@ -10,6 +10,12 @@ them as long as they take, and exits with torchrun's status: 0 when every worker
 0. A second signal is passed on too (titan then stops at once). Before the workers exist
 (rendezvous), the signal goes to torchrun.
 
+Failures. A worker that fails has said why (titan prints one `error: ...` line); torchrun then
+raises ChildFailedError, which Python prints with the launcher's own traceback and a summary
+repeating the worker's line. Here torchrun runs under a bootstrap that catches it and prints one
+line per failed rank instead, and the wrapper exits with the worker's exit code (titan's 2 for an
+error it reports).
+
 Progress. torchrun gives each worker a file for its output, so no worker sees a terminal and
 titan's progress line (steps/s and ETA between logged steps, rank 0) would never show. When this
 wrapper's stdout is a terminal it relays torchrun's output line by line and gives rank 0 a named
@@ -86,6 +92,27 @@ def relay_progress(fd, terminal):
             terminal.set_progress(messages[-1].decode("utf-8", errors="replace"))
 
 
+# torch.distributed.run's main, its ChildFailedError reported in one line per failed rank.
+BOOTSTRAP = """
+import logging
+import sys
+# "no error file defined for parent": torchrun's note that it has no file to copy the error to.
+logging.getLogger("torch.distributed.elastic.multiprocessing.errors.error_handler").setLevel(
+    logging.CRITICAL)
+from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+from torch.distributed.run import main
+try:
+    main()
+except ChildFailedError as e:
+    codes = []
+    for rank, failure in sorted(e.failures.items()):
+        codes.append(failure.exitcode)
+        print(f"[torchrun] {e.name} failed on rank {rank} (local rank {failure.local_rank}) "
+              f"with exit code {failure.exitcode}", file=sys.stderr)
+    sys.exit(next((c for c in codes if c > 0), 1))
+"""
+
+
 def main(argv):
     env = dict(os.environ)
     terminal = Terminal() if sys.stdout.isatty() else None
@@ -99,7 +126,7 @@ def main(argv):
         env["TITAN_PROGRESS_FIFO"] = fifo
         env["PYTHONUNBUFFERED"] = "1"  # torchrun's own lines reach the relay as they come
     pipe = subprocess.PIPE if terminal is not None else None
-    torchrun = subprocess.Popen([sys.executable, "-m", "torch.distributed.run", *argv], env=env,
+    torchrun = subprocess.Popen([sys.executable, "-c", BOOTSTRAP, *argv], env=env,
                                 start_new_session=True, stdout=pipe, stderr=pipe)
 
     def pass_on(signum, _frame):

@@ -163,3 +163,117 @@ def test_every_flag_of_the_defaults_table_is_a_titan_setting():
     assert len(flags) >= 16, table
     run_titan("configs", "--module", "qwen3", "--config", "qwen3_debugmodel_moe", *flags,
               "--print")
+
+
+OLDER_KEYS = """[model]
+name = "qwen3"
+flavor = "debugmodel"
+norm_type = "rmsnorm"
+
+[training]
+batch_size = 3
+warmup_steps = 5
+data_parallel_shard_degree = -1
+tensor_parallel_degree = 1
+enable_loss_parallel = true
+
+[optimizer]
+fused = true
+
+[experimental]
+pipeline_parallel_degree = 1
+pipeline_parallel_schedule = "interleaved_1f1b"
+enable_async_tensor_parallel = false
+
+[validation]
+enabled = false
+
+[memory_estimation]
+enabled = false
+
+[metrics]
+enable_color_printing = true
+
+[checkpoint]
+interval_type = "steps"
+
+[float8]
+enable_float8_linear = false
+"""
+
+
+def test_torchtitan_0_1_and_0_2_spellings_are_taken(tmp_path):
+    """The keys of torchtitan's older JobConfig (2024: the batch, warmup and degrees under
+    [training], the pipeline under [experimental], `enabled` for [validation] and
+    [memory_estimation]) reach titan's fields or are noted."""
+    toml = tmp_path / "old.toml"
+    toml.write_text(OLDER_KEYS)
+    printed_proc = run_titan("configs", "--job.config_file", toml, "--print")
+    printed = tomllib.loads(printed_proc.stdout)
+    assert printed["training"]["local_batch_size"] == 3
+    assert printed["lr_scheduler"]["warmup_steps"] == 5
+    assert printed["parallelism"]["pipeline_parallel_schedule"] == "Interleaved1F1B"
+    assert printed["validator"]["enable"] is False
+    noted = "\n".join(notes(printed_proc.stdout))
+    for key in ["validation.enabled = false: torchtitan's name for validator.enable",
+                "memory_estimation.enabled = false: no memory estimation run",
+                "training.batch_size = 3: torchtitan's name for training.local_batch_size",
+                "experimental.pipeline_parallel_schedule = \"interleaved_1f1b\"",
+                "metrics.enable_color_printing = true", "model.norm_type = \"rmsnorm\"",
+                "checkpoint.interval_type = \"steps\"", "float8.enable_float8_linear = false"]:
+        assert key in noted, noted
+
+
+@pytest.mark.parametrize("setting, lacks", [
+    ("[memory_estimation]\nenabled = true", "memory_estimation.enabled = true: titan has no "
+                                            "memory estimation run"),
+    ("[float8]\nenable_float8_linear = true", "float8.enable_float8_linear = true: titan has no "
+                                              "float8 training"),
+    ("[checkpoint]\ninterval_type = \"seconds\"", "titan's checkpoint.interval counts steps"),
+])
+def test_an_older_key_asking_for_what_titan_lacks_is_one_error(tmp_path, setting, lacks):
+    toml = tmp_path / "job.toml"
+    toml.write_text('[model]\nname = "qwen3"\nflavor = "debugmodel"\n' + setting + "\n")
+    line = one_error_line(run_titan("configs", "--job.config_file", toml, "--print", check=False))
+    assert lacks in line, line
+
+
+def test_an_unknown_key_in_a_torchtitan_section_names_the_key_file_and_line(tmp_path):
+    toml = tmp_path / "job.toml"
+    toml.write_text('[model]\nname = "qwen3"\nflavor = "debugmodel"\n\n[validation]\n'
+                    'freq = 5\nenabeld = false\n')
+    line = one_error_line(run_titan("configs", "--job.config_file", toml, "--print", check=False))
+    assert f"config file {toml}, line 7: unknown config key \"enabeld\" in torchtitan's section " \
+           "[validation] (did you mean \"enabled\"?" in line, line
+    toml.write_text('[model]\nname = "qwen3"\nflavor = "debugmodel"\n')
+    line = one_error_line(run_titan("configs", "--job.config_file", toml, "--validation.enabeld",
+                                    "false", "--print", check=False))
+    assert "--validation.enabeld: unknown config key \"enabeld\" in torchtitan's section" in line
+
+
+def test_module_and_a_config_file_naming_its_model(tmp_path):
+    """`--module llama3 --job.config_file f.toml`, the file naming its model: the file's job,
+    from the tree's defaults; a module of another model is one error."""
+    toml = tmp_path / "job.toml"
+    toml.write_text('[model]\nname = "llama3"\nflavor = "debugmodel"\n[training]\nsteps = 7\n')
+    printed = tomllib.loads(run_titan("configs", "--module", "llama3", "--job.config_file", toml,
+                                      "--print").stdout)
+    assert printed["model"]["name"] == "llama3" and printed["training"]["steps"] == 7
+    line = one_error_line(run_titan("configs", "--module", "qwen3", "--job.config_file", toml,
+                                    "--print", check=False))
+    assert "--module qwen3 but --job.config_file" in line and "names model llama3" in line, line
+
+
+def test_the_notes_can_be_one_line_or_none(tmp_path, data, tokenizer_dir):
+    toml = tmp_path / "old.toml"
+    toml.write_text(OLDER_KEYS)
+    common = ["train", "--job.config_file", toml, "--training.dataset_path", data,
+              "--model.hf_assets_path", tokenizer_dir, "--job.dump_folder", tmp_path / "job",
+              *SMALL]
+    each = notes(run_titan(*common).stdout)
+    assert len(each) >= 10, each
+    summary = notes(run_titan(*common, "--job.config_notes", "summary").stdout)
+    assert summary == [f"[titan] note: {len(each)} settings were renamed or asked nothing of titan "
+                       "(torchtitan's keys; `titan configs ... --print` lists them, "
+                       "job.config_notes each prints them here)"], summary
+    assert notes(run_titan(*common, "--job.config_notes", "off").stdout) == []

@@ -111,3 +111,43 @@ def test_hf_is_on_path_beside_torchrun():
                           timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "REPO_ID" in proc.stdout and "--local-dir" in proc.stdout
+
+
+def test_a_titan_error_under_torchrun_is_not_followed_by_a_traceback(tmp_path):
+    """torchrun's ChildFailedError, printed with the launcher's own traceback and a summary
+    repeating the worker's line, is one line per failed rank; the exit code is titan's."""
+    proc = subprocess.run(torchrun_train(2, tmp_path / "job", "--training.stepz", "3"),
+                          capture_output=True, text=True, env=ENV, timeout=300)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 2, output[-3000:]
+    assert "Traceback" not in output and "ChildFailedError" not in output, output[-3000:]
+    errors = [l for l in output.splitlines() if "error: --training.stepz" in l]
+    assert len(errors) == 1, output[-3000:]  # rank 0's, the only one shown
+    assert output.count("[torchrun] ") == 2, output[-3000:]
+
+
+def test_run_train_sh_honours_torchtitans_config_file(tmp_path):
+    """torchtitan's launcher convention: CONFIG_FILE names the job, NGPU and LOG_RANK as
+    torchtitan's run_train.sh takes them, the remaining arguments are overrides."""
+    job = tmp_path / "job.toml"
+    job.write_text('[job]\ndescription = "the CONFIG_FILE job"\ndump_folder = "from_file"\n'
+                   '[model]\nname = "qwen3"\nflavor = "debugmodel"\n'
+                   '[training]\nsteps = 5\nseq_len = 32\nlocal_batch_size = 1\n')
+    proc = subprocess.run([str(RUN_TRAIN), "--training.steps", "2"], cwd=tmp_path,
+                          env=dict(ENV, CONFIG_FILE=str(job), NGPU="1", LOG_RANK="0"),
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "the CONFIG_FILE job" in proc.stdout
+    assert [m["step"] for m in read_metrics(tmp_path / "from_file")] == [1, 2]
+    assert not (tmp_path / "outputs").exists()  # not the built-in default job
+
+
+def test_run_train_sh_refuses_a_missing_config_file(tmp_path):
+    proc = subprocess.run([str(RUN_TRAIN)], cwd=tmp_path,
+                          env=dict(ENV, CONFIG_FILE=str(tmp_path / "nope.toml")),
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"CONFIG_FILE={tmp_path / 'nope.toml'}: no such file" in lines[0], \
+        proc.stderr
+    assert list(tmp_path.iterdir()) == []

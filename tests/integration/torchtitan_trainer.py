@@ -140,16 +140,18 @@ def logits(spec, checkpoint, tokens_path, out):
     import torch
     import torch.distributed.checkpoint as dcp
 
-    config = _model_config(spec)(attn_backend="sdpa")
-    model = config.build()
-    model.init_states() if hasattr(model, "init_states") else None
+    _shim_attention()
+    model = _model_config(spec)().build()
+    model.init_states()  # the rotary tables (buffers a checkpoint does not hold)
     state = model.state_dict()  # FusedQKVLinear's hook splits wqkv into wq/wk/wv
     dcp.load(state, checkpoint_id=checkpoint)
     model.load_state_dict(state)  # and merges them back
     model.eval()
     tokens = torch.tensor(json.load(open(tokens_path)), dtype=torch.long)
+    positions = torch.arange(tokens.shape[1]).expand(tokens.shape[0], -1)
     with torch.no_grad():
-        torch.save(model(tokens).float(), out)
+        masks = model.get_attention_masks(positions)
+        torch.save(model(tokens, positions, masks).float(), out)
 
 
 if __name__ == "__main__":

@@ -88,7 +88,8 @@ int run_train(const Args& args) {
                                         : resolved.module + "/" + resolved.config_name)
             << ": " << cfg.job.description << std::endl;
   if (talk) {
-    for (const std::string& note : resolved.notes) std::cout << "[titan] note: " << note << "\n";
+    for (const std::string& note : config::notes_to_print(resolved))
+      std::cout << "[titan] note: " << note << "\n";
     for (const std::string& warning : resolved.warnings) train::print_warning(warning);
     std::cout << "[titan] " << config::describe_model_sources(cfg) << std::endl;
     for (const std::string& warning :

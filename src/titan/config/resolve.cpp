@@ -4,6 +4,7 @@
 #include <optional>
 #include <utility>
 
+#include "titan/common/did_you_mean.h"
 #include "titan/common/error.h"
 #include "titan/common/strings.h"
 #include "titan/config/config_fields.h"
@@ -37,8 +38,12 @@ void apply_torchtitan_override(TrainerConfig& config, const Override& o,
   const std::optional<TorchtitanKey> rule = torchtitan_key(key, o.value);
   if (!rule) {
     const std::vector<std::string> sections = section_names();
-    if (std::find(sections.begin(), sections.end(), o.section) == sections.end())
-      fail_unknown_section(o.section, o.where);
+    if (std::find(sections.begin(), sections.end(), o.section) == sections.end()) {
+      if (!is_torchtitan_section(o.section)) fail_unknown_section(o.section, o.where);
+      fail(o.where, ": unknown config key \"", o.key, "\" in torchtitan's section [", o.section,
+           "]", did_you_mean(o.key, torchtitan_section_keys(o.section)),
+           "; the keys titan takes there: ", join(torchtitan_section_keys(o.section)));
+    }
     fail_unknown_key(o.section, o.key, o.where);
   }
   const std::string shown = o.where + " " + o.value;
@@ -52,7 +57,7 @@ void apply_torchtitan_override(TrainerConfig& config, const Override& o,
       break;
   }
   const auto [section, field] = split_dotted_key(rule->titan_key, o.where);
-  std::string value = o.value;
+  std::string value = rule->value.empty() ? o.value : rule->value;
   if (rule->index >= 0) {
     // One element of a list (optimizer.beta1 is optimizer.betas[0]): the list with it replaced.
     std::vector<double> list = config.optimizer.betas;
@@ -138,9 +143,11 @@ ResolvedCommandLine resolve_command_line(const std::vector<std::string>& args,
   result.print = result.flags.count("--print") > 0;
 
   const bool named = !result.module.empty() || !result.config_name.empty();
-  // torchtitan's habit: `--job.config_file job.toml` alone, the file naming the model. The run
-  // then starts from the tree's defaults (what torchtitan's JobConfig does with a file).
-  const bool file_alone = !named && !result.config_files.empty();
+  // torchtitan's habit: `--job.config_file job.toml` alone (or with --module but no --config),
+  // the file naming the model. The run then starts from the tree's defaults (what torchtitan's
+  // JobConfig does with a file).
+  const bool file_alone = result.config_name.empty() && !result.config_files.empty();
+  if (file_alone && !result.module.empty()) registry.functions(result.module);  // known
   if ((options.require_config_function || named) && !file_alone) {
     if (result.module.empty()) {
       const auto modules = registry.modules();
@@ -156,11 +163,21 @@ ResolvedCommandLine resolve_command_line(const std::vector<std::string>& args,
   }
   for (const auto& path : result.config_files)
     apply_toml_file(result.config, path, &result.given_keys, &result.notes);
-  if (file_alone && options.require_config_function &&
+  if (file_alone && (options.require_config_function || !result.module.empty()) &&
       !(result.given_keys.count("model.name") && result.given_keys.count("model.flavor"))) {
-    fail("--job.config_file ", join(result.config_files),
-         " without --module and --config: the file must name the model ([model] name and "
-         "flavor, as torchtitan's train_configs do); or give --module M --config F as well");
+    fail("--job.config_file ", join(result.config_files), " without ",
+         result.module.empty() ? "--module and --config" : "--config",
+         ": the file must name the model ([model] name and flavor, as torchtitan's "
+         "train_configs do); or give --module M --config F as well");
+  }
+  if (file_alone && !result.module.empty()) {
+    const auto& names = options.model_names;
+    const std::string& model = result.config.model.name;
+    if (std::find(names.begin(), names.end(), result.module) != names.end() &&
+        model != result.module && model != "transformers")
+      fail("--module ", result.module, " but --job.config_file ", join(result.config_files),
+           " names model ", model, " ([model] name): give the module of its model (--module ",
+           model, ") or none");
   }
   for (const auto& o : overrides) {
     if (o.section.empty() || !has_field(o.section, o.key)) {
@@ -186,6 +203,16 @@ ResolvedCommandLine resolve_command_line(const std::vector<std::string>& args,
   }
   if (options.validate) validate_config(result.config, options.model_names);
   return result;
+}
+
+std::vector<std::string> notes_to_print(const ResolvedCommandLine& resolved) {
+  const std::string& mode = resolved.config.job.config_notes;
+  if (mode == "off" || resolved.notes.empty()) return {};
+  if (mode != "summary") return resolved.notes;
+  return {std::to_string(resolved.notes.size()) + " setting" +
+          (resolved.notes.size() == 1 ? " was" : "s were") +
+          " renamed or asked nothing of titan (torchtitan's keys; `titan configs ... --print` "
+          "lists them, job.config_notes each prints them here)"};
 }
 
 TrainerConfig resolve_config(const std::vector<std::string>& args, ResolveOptions options) {

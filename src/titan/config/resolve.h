@@ -55,6 +55,10 @@ struct ResolvedCommandLine {
 ResolvedCommandLine resolve_command_line(const std::vector<std::string>& args,
                                          const ResolveOptions& options = {});
 
+// The notes to print for job.config_notes: all of them (each), one line counting them
+// (summary), or none (off).
+std::vector<std::string> notes_to_print(const ResolvedCommandLine& resolved);
+
 // Just the config of resolve_command_line().
 TrainerConfig resolve_config(const std::vector<std::string>& args, ResolveOptions options = {});
 

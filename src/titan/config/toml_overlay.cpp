@@ -15,7 +15,9 @@
 #include <sstream>
 #include <type_traits>
 
+#include "titan/common/did_you_mean.h"
 #include "titan/common/error.h"
+#include "titan/common/strings.h"
 #include "titan/config/config_fields.h"
 #include "titan/config/field_values.h"
 #include "titan/config/torchtitan_keys.h"
@@ -225,7 +227,14 @@ void apply_torchtitan_key(TrainerConfig& config, const std::string& key, const t
   const std::optional<TorchtitanKey> rule = torchtitan_key(key, text);
   if (!rule) {
     const size_t dot = key.find('.');
-    fail_unknown_key(key.substr(0, dot), key.substr(dot + 1), where);
+    const std::string section = key.substr(0, dot), field = key.substr(dot + 1);
+    const auto titan_sections = section_names();
+    if (std::find(titan_sections.begin(), titan_sections.end(), section) != titan_sections.end())
+      fail_unknown_key(section, field, where);
+    // A section of torchtitan's that titan takes key by key ([validation], [compile], ...).
+    fail(where, ": unknown config key \"", field, "\" in torchtitan's section [", section, "]",
+         did_you_mean(field, torchtitan_section_keys(section)),
+         "; the keys titan takes there: ", join(torchtitan_section_keys(section)));
   }
   const std::string shown =
       key + " = " + (value.is_string() ? format_toml_value(text) : command_line_text(value));
@@ -252,6 +261,8 @@ void apply_torchtitan_key(TrainerConfig& config, const std::string& key, const t
         list[rule->index] = element;
       }
     });
+  } else if (!rule->value.empty()) {
+    set_field_from_string(config, section, field, rule->value, where);
   } else {
     with_field(config, section, field, where, FieldReader{value, rule->titan_key, where});
   }

@@ -18,6 +18,9 @@ struct Rule {
   std::vector<const char*> inert;
   const char* note;     // why an inert value changes nothing
   const char* refusal;  // what titan lacks, for any other value
+  // kRename: torchtitan's values -> titan's, where they are spelled otherwise; a value not
+  // listed is refused with `refusal`.
+  std::vector<std::pair<const char*, const char*>> values = {};
 };
 
 constexpr const char* kFloat8 =
@@ -36,6 +39,81 @@ constexpr const char* kDataloader =
 
 const std::vector<Rule>& rules() {
   static const std::vector<Rule> table = {
+      // torchtitan 0.1 (2024) spellings, before the wildcards below: the batch, warmup and degrees
+      // under [training], the
+      // pipeline under [experimental], memory_estimation.enabled, validation.enabled.
+      {"training.batch_size", "training.local_batch_size", {}, "", ""},
+      {"training.warmup_steps", "lr_scheduler.warmup_steps", {}, "", ""},
+      {"training.data_parallel_degree", "parallelism.data_parallel_shard_degree", {}, "", ""},
+      {"training.data_parallel_shard_degree", "parallelism.data_parallel_shard_degree", {}, "", ""},
+      {"training.data_parallel_replicate_degree",
+       "parallelism.data_parallel_replicate_degree",
+       {},
+       "",
+       ""},
+      {"training.tensor_parallel_degree", "parallelism.tensor_parallel_degree", {}, "", ""},
+      {"training.context_parallel_degree", "parallelism.context_parallel_degree", {}, "", ""},
+      {"training.expert_parallel_degree", "parallelism.expert_parallel_degree", {}, "", ""},
+      {"training.enable_loss_parallel",
+       "",
+       {"true"},
+       "titan's loss is vocabulary-parallel under tensor parallelism",
+       "titan's loss is always vocabulary-parallel under tensor parallelism"},
+      {"training.fp8_linear", "", {"false"}, "no float8", "titan has no float8 training"},
+      {"experimental.pipeline_parallel_degree", "parallelism.pipeline_parallel_degree", {}, "", ""},
+      {"experimental.context_parallel_degree", "parallelism.context_parallel_degree", {}, "", ""},
+      {"experimental.expert_parallel_degree", "parallelism.expert_parallel_degree", {}, "", ""},
+      {"experimental.pipeline_parallel_schedule",
+       "parallelism.pipeline_parallel_schedule",
+       {},
+       "",
+       "titan's pipeline schedules are GPipe, 1F1B, Interleaved1F1B (and the others "
+       "parallelism.pipeline_parallel_schedule lists)",
+       {{"1f1b", "1F1B"},
+        {"1F1B", "1F1B"},
+        {"gpipe", "GPipe"},
+        {"GPipe", "GPipe"},
+        {"interleaved_1f1b", "Interleaved1F1B"},
+        {"Interleaved1F1B", "Interleaved1F1B"}}},
+      {"experimental.pipeline_parallel_split_points",
+       "",
+       {""},
+       "empty: no split points",
+       kStageSplit},
+      {"experimental.pipeline_parallel_microbatches", "", {}, kMicrobatches, ""},
+      {"experimental.enable_async_tensor_parallel",
+       "",
+       {"false"},
+       "tensor parallelism is synchronous, as titan's is",
+       "titan has no asynchronous tensor parallelism"},
+      {"experimental.enable_compiled_autograd",
+       "",
+       {"false"},
+       "nothing is compiled",
+       "titan has no compiled autograd"},
+      {"memory_estimation.enabled",
+       "",
+       {"false"},
+       "no memory estimation run",
+       "titan has no memory estimation run (titan train logs what each rank holds)"},
+      {"validation.enabled", "validator.enable", {}, "", ""},
+      {"metrics.enable_color_printing", "", {}, "titan prints no colors", ""},
+      {"model.norm_type",
+       "",
+       {"rmsnorm", "fused_rmsnorm"},
+       "titan's models use RMSNorm (a fused kernel comes through override.imports)",
+       "titan's models use RMSNorm only"},
+      {"optimizer.fused",
+       "",
+       {},
+       "titan's AdamW is fused unless optimizer.implementation says otherwise",
+       ""},
+      {"checkpoint.interval_type",
+       "",
+       {"steps", "step"},
+       "checkpoint.interval counts steps",
+       "titan's checkpoint.interval counts steps only"},
+      {"float8.enable_float8_linear", "", {"false"}, "no float8", "titan has no float8 training"},
       // torchtitan 0.3.0's Trainer.Config: top-level paths, [dataloader] and [profiler]
       {"hf_assets_path", "model.hf_assets_path", {}, "", ""},
       {"dump_folder", "job.dump_folder", {}, "", ""},
@@ -373,6 +451,16 @@ std::optional<TorchtitanKey> torchtitan_key(const std::string& key, const std::s
       out.action = Action::kRename;
       out.titan_key = rule.titan_key;
       out.message = std::string("torchtitan's name for ") + rule.titan_key;
+      if (!rule.values.empty()) {
+        auto v = std::find_if(rule.values.begin(), rule.values.end(),
+                              [&](const auto& pair) { return value == pair.first; });
+        if (v == rule.values.end()) {
+          out.action = Action::kRefuse;
+          out.message = rule.refusal;
+          return out;
+        }
+        out.value = v->second;
+      }
       // torchtitan's two betas are titan's one list.
       if (key == "optimizer.beta1") out.index = 0;
       if (key == "optimizer.beta2") out.index = 1;
@@ -387,6 +475,16 @@ std::optional<TorchtitanKey> torchtitan_key(const std::string& key, const std::s
     return out;
   }
   return std::nullopt;
+}
+
+std::vector<std::string> torchtitan_section_keys(const std::string& section) {
+  std::vector<std::string> keys;
+  const std::string prefix = section + ".";
+  for (const Rule& rule : rules()) {
+    const std::string key = rule.key;
+    if (key.rfind(prefix, 0) == 0) keys.push_back(key.substr(prefix.size()));
+  }
+  return keys;
 }
 
 bool is_torchtitan_section(const std::string& section) {

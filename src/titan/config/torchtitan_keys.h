@@ -13,6 +13,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace titan::config {
 
@@ -21,6 +22,7 @@ struct TorchtitanKey {
   Action action = Action::kNote;
   std::string titan_key;  // kRename: "section.field" of the titan field it sets
   int index = -1;         // kRename into one element of a list field (optimizer.beta1: 0)
+  std::string value;      // kRename: the titan spelling of the value, when it differs ("1F1B")
   std::string message;    // kNote: the note; kRefuse: the error (both without the key's origin)
 };
 
@@ -28,6 +30,10 @@ struct TorchtitanKey {
 // `value`, written as on the command line (true, 5, c4, a,b for a list); nullopt when torchtitan
 // has no such key either.
 std::optional<TorchtitanKey> torchtitan_key(const std::string& key, const std::string& value);
+
+// torchtitan's keys under `section` ("validation": enable, enabled, freq, ...), for the error
+// about one that is neither torchtitan's nor titan's.
+std::vector<std::string> torchtitan_section_keys(const std::string& section);
 
 // True when `section` holds only torchtitan keys ([compile], [quantize], [validation], ...): a
 // section titan does not have but accepts key by key through torchtitan_key().

@@ -16,6 +16,7 @@ namespace titan::config {
 struct JobConfig {
   std::string dump_folder = "./outputs";
   std::string description = "titan-cpp training job";
+  std::string config_notes = "each";
   template <class V>
   void visit(V& v) {
     v("dump_folder", dump_folder,
@@ -23,6 +24,9 @@ struct JobConfig {
       "current directory)");
     v("description", description,
       "a name for the run, printed at start-up and used as the title of titan plot");
+    v("config_notes", config_notes,
+      "the notes on torchtitan's keys that titan renames or that ask nothing of it: each (one line "
+      "each), summary (one line) or off");
   }
 };
 

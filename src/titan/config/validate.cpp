@@ -166,6 +166,7 @@ void validate_optimizer_config(const OptimizerConfig& o) {
 
 void validate_config(const TrainerConfig& c, const std::vector<std::string>& model_names) {
   if (!model_names.empty()) check_one_of("model.name", c.model.name, model_names);
+  check_one_of("job.config_notes", c.job.config_notes, {"each", "summary", "off"});
   TITAN_CHECK(!c.model.name.empty(), "model.name is empty: name a model (e.g. qwen3)");
   TITAN_CHECK(!c.model.flavor.empty(), "model.flavor is empty: name a flavor or use \"auto\"");
   check_one_of("model.moe_load_balancing", c.model.moe_load_balancing,

@@ -105,7 +105,37 @@ def config_seeds(titan):
         b"optimizer.lr=0.5\ncheckpoint.enable=\noverride.imports=a=b,c=d\n")
 
 
+def dcp_pickle_seeds(tmp):
+    """A DCP folder torch writes (a tensor, a bf16 view, an int, nested plain values): its
+    .metadata (kind 1), each item's archive (kind 3) and the pickles inside them (0 and 2)."""
+    import zipfile
+
+    import torch
+    import torch.distributed.checkpoint as dcp
+
+    state = {"w": torch.arange(12, dtype=torch.float32).reshape(3, 4),
+             "h": torch.tensor([1.0, -2.5], dtype=torch.bfloat16).view(2, 1).t(),
+             "step": torch.tensor(7), "info": {"lr": 1e-3, "name": "x", "ids": [1, 70000],
+                                               "blob": b"\x00\xff", "ok": True}}
+    dcp.save(state, checkpoint_id=str(tmp))
+    put("dcp_pickle", "metadata", b"\x01" + (tmp / ".metadata").read_bytes())
+    from torch.distributed.checkpoint import FileSystemReader
+    metadata = FileSystemReader(str(tmp)).read_metadata()
+    blob = (tmp / "__0_0.distcp").read_bytes()
+    for index, info in metadata.storage_data.items():
+        item = blob[info.offset:info.offset + info.length]
+        name = index.fqn.replace(".", "_")
+        put("dcp_pickle", f"archive_{name}", b"\x03" + item)
+        with zipfile.ZipFile(__import__("io").BytesIO(item)) as z:
+            pkl = next(n for n in z.namelist() if n.endswith("/data.pkl"))
+            kind = b"\x02" if index.fqn in ("w", "h", "step") else b"\x00"
+            put("dcp_pickle", f"pickle_{name}", kind + z.read(pkl))
+
+
 if __name__ == "__main__":
+    import tempfile
+    with tempfile.TemporaryDirectory() as tmp:
+        dcp_pickle_seeds(Path(tmp) / "dcp")
     safetensors_seeds()
     token_shard_seeds()
     jsonl_seeds()

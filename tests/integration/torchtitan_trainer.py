@@ -1,17 +1,25 @@
 """torchtitan 0.3.0 itself, the peer of titan's torchtitan checkpoints (docs/from_torchtitan.md,
-"Your checkpoints"): its trainer (torchtitan.train.main) on the CPU in one process, or its Qwen3
-model loading a DCP checkpoint.
+"Your checkpoints"): its trainer (torchtitan.train.main) on the CPU in one process, its models
+loading a DCP checkpoint, and its state-dict adapters.
 
     python torchtitan_trainer.py train MODEL.json DATA.jsonl [torchtitan's flags ...]
         prints `TTSTEP {"step": N, "loss": L, "grad_norm": G}` after every step, exact values
     python torchtitan_trainer.py logits MODEL.json CHECKPOINT_DIR TOKENS.json OUT.pt
         loads CHECKPOINT_DIR as torchtitan's CheckpointManager loads a model-only checkpoint
-        (ModelWrapper state dict -> dcp.load -> load_state_dict) and saves the logits of the
-        token ids in TOKENS.json ([[...], ...])
+        (the model's state dict -> dcp.load -> load_state_dict) and saves the logits of the
+        token ids in TOKENS.json ([[...], ...]) (Qwen3 dense)
+    python torchtitan_trainer.py to_hf MODEL.json CHECKPOINT_DIR OUT.safetensors
+        loads CHECKPOINT_DIR the same way and writes the model's weights as its state-dict
+        adapter's to_hf names and lays them out
+    python torchtitan_trainer.py from_hf MODEL.json HF_DIR CHECKPOINT_DIR
+        the weights of a Hugging Face folder through the adapter's from_hf, saved with dcp.save
+        as torchtitan saves a model-only checkpoint (flat, torchtitan's names)
 
-MODEL.json gives the Qwen3 model that stands in for flavor debugmodel ({"vocab_size", "dim",
-"n_layers", "n_heads", "n_kv_heads", "head_dim", "hidden_dim", "rope_theta", "tied"}), so that
-titan can build the same one from a config.json and the real Qwen3 tokenizer fits it.
+MODEL.json gives the model that stands in for the family's flavor debugmodel ({"family": qwen3
+(default) or llama3, "vocab_size", "dim", "n_layers", "n_heads", "n_kv_heads", "head_dim",
+"hidden_dim", "rope_theta", "tied"; for Qwen3 MoE also "num_experts", "top_k",
+"moe_hidden_dim"}), so that titan can build the same one from a config.json and the real Qwen3
+tokenizer fits it.
 
 torchtitan 0.3.0 is installed beside the venv, and the packages its trainer imports that the venv
 lacks (tyro, torchdata, spmd_types, torch_checkpointing, ...) in a folder next to it
@@ -79,12 +87,48 @@ def _shim_attention():
 
 
 def _model_config(spec):
-    """Qwen3's debugmodel with the sizes of MODEL.json (torchtitan/models/qwen3/__init__.py)."""
+    """The family's debugmodel with the sizes of MODEL.json (torchtitan/models/<family>/
+    __init__.py), registered as flavor debugmodel; returns its builder."""
+    if spec.get("family", "qwen3") == "llama3":
+        import torchtitan.models.llama3 as llama3
+        from torchtitan.models.common.rope import ComplexRoPE
+
+        def build(attn_backend="flex"):
+            dim, vocab = spec["dim"], spec["vocab_size"]
+            return llama3.Llama3Model.Config(
+                dim=dim, vocab_size=vocab, enable_weight_tying=spec.get("tied", False),
+                tok_embeddings=llama3.Embedding.Config(num_embeddings=vocab, embedding_dim=dim,
+                                                       param_init=llama3._EMBEDDING_INIT),
+                norm=llama3.RMSNorm.Config(normalized_shape=dim, param_init=llama3._NORM_INIT),
+                lm_head=llama3.Linear.Config(in_features=dim, out_features=vocab,
+                                             param_init=llama3._output_linear_init(dim)),
+                layers=llama3._build_llama3_layers(
+                    fuse_qkv=True, n_layers=spec["n_layers"], dim=dim, n_heads=spec["n_heads"],
+                    n_kv_heads=spec["n_kv_heads"], hidden_dim=spec["hidden_dim"],
+                    rope=ComplexRoPE.Config(dim=dim // spec["n_heads"], max_seq_len=4096,
+                                            theta=spec.get("rope_theta", 500000.0),
+                                            scaling="llama"),
+                    attn_backend=attn_backend))
+
+        llama3.llama3_configs["debugmodel"] = build
+        return build
+
     import torchtitan.models.qwen3 as qwen3
     from torchtitan.models.common.rope import CosSinRoPE
 
     def build(attn_backend="flex"):
         dim, vocab, head_dim = spec["dim"], spec["vocab_size"], spec["head_dim"]
+        rope = CosSinRoPE.Config(dim=head_dim, max_seq_len=4096,
+                                 theta=spec.get("rope_theta", 1000000.0))
+        common = dict(fuse_qkv=True, n_layers=spec["n_layers"], dim=dim, n_heads=spec["n_heads"],
+                      n_kv_heads=spec["n_kv_heads"], head_dim=head_dim,
+                      attn_backend=attn_backend, rope=rope)
+        if spec.get("num_experts"):
+            layers = qwen3._build_qwen3_moe_layers(
+                **common, moe_hidden_dim=spec["moe_hidden_dim"], num_experts=spec["num_experts"],
+                top_k=spec["top_k"], moe_comm_backend="standard")
+        else:
+            layers = qwen3._build_qwen3_layers(**common, hidden_dim=spec["hidden_dim"])
         return qwen3.Qwen3Model.Config(
             vocab_size=vocab, dim=dim, norm=qwen3._qwen3_norm(dim),
             enable_weight_tying=spec.get("tied", True),
@@ -92,15 +136,32 @@ def _model_config(spec):
                                                   param_init=qwen3._EMBEDDING_SKIP_INIT),
             lm_head=qwen3.Linear.Config(in_features=dim, out_features=vocab,
                                         param_init=qwen3._LINEAR_INIT),
-            layers=qwen3._build_qwen3_layers(
-                fuse_qkv=True, n_layers=spec["n_layers"], dim=dim, n_heads=spec["n_heads"],
-                n_kv_heads=spec["n_kv_heads"], head_dim=head_dim, hidden_dim=spec["hidden_dim"],
-                attn_backend=attn_backend,
-                rope=CosSinRoPE.Config(dim=head_dim, max_seq_len=4096,
-                                       theta=spec.get("rope_theta", 1000000.0))))
+            layers=layers)
 
     qwen3.qwen3_configs["debugmodel"] = build
     return build
+
+
+def _adapter(spec, config):
+    if spec.get("family", "qwen3") == "llama3":
+        from torchtitan.models.llama3.state_dict_adapter import Llama3StateDictAdapter
+        return Llama3StateDictAdapter(config, None)
+    from torchtitan.models.qwen3.state_dict_adapter import Qwen3StateDictAdapter
+    return Qwen3StateDictAdapter(config, None)
+
+
+def _load_model(spec, checkpoint):
+    """The model loaded as torchtitan's CheckpointManager loads a model-only checkpoint."""
+    import torch.distributed.checkpoint as dcp
+
+    _shim_attention()
+    config = _model_config(spec)()
+    model = config.build()
+    model.init_states()  # the rotary tables (buffers a checkpoint does not hold)
+    state = model.state_dict()  # FusedQKVLinear's hook splits wqkv into wq/wk/wv
+    dcp.load(state, checkpoint_id=checkpoint)
+    model.load_state_dict(state)  # and merges them back
+    return config, model.eval()
 
 
 def train(spec, data, args):
@@ -138,15 +199,8 @@ def train(spec, data, args):
 
 def logits(spec, checkpoint, tokens_path, out):
     import torch
-    import torch.distributed.checkpoint as dcp
 
-    _shim_attention()
-    model = _model_config(spec)().build()
-    model.init_states()  # the rotary tables (buffers a checkpoint does not hold)
-    state = model.state_dict()  # FusedQKVLinear's hook splits wqkv into wq/wk/wv
-    dcp.load(state, checkpoint_id=checkpoint)
-    model.load_state_dict(state)  # and merges them back
-    model.eval()
+    _, model = _load_model(spec, checkpoint)
     tokens = torch.tensor(json.load(open(tokens_path)), dtype=torch.long)
     positions = torch.arange(tokens.shape[1]).expand(tokens.shape[0], -1)
     with torch.no_grad():
@@ -154,11 +208,33 @@ def logits(spec, checkpoint, tokens_path, out):
         torch.save(model(tokens, positions, masks).float(), out)
 
 
+def to_hf(spec, checkpoint, out):
+    from safetensors.torch import save_file
+
+    config, model = _load_model(spec, checkpoint)
+    state = {k: v for k, v in model.state_dict().items() if not k.endswith("expert_bias_E")}
+    hf = _adapter(spec, config).to_hf(state)
+    save_file({k: v.contiguous() for k, v in hf.items()}, out)
+
+
+def from_hf(spec, hf_dir, checkpoint):
+    import glob
+
+    import torch.distributed.checkpoint as dcp
+    from safetensors.torch import load_file
+
+    config = _model_config(spec)()
+    hf = {}
+    for path in sorted(glob.glob(os.path.join(hf_dir, "*.safetensors"))):
+        hf.update(load_file(path))
+    dcp.save(_adapter(spec, config).from_hf(hf), checkpoint_id=checkpoint)
+
+
 if __name__ == "__main__":
     _paths()
     _shim_torch()
     mode, model_json = sys.argv[1], json.load(open(sys.argv[2]))
-    if mode == "train":
-        train(model_json, sys.argv[3], sys.argv[4:])
-    else:
-        logits(model_json, *sys.argv[3:6])
+    {"train": lambda: train(model_json, sys.argv[3], sys.argv[4:]),
+     "logits": lambda: logits(model_json, *sys.argv[3:6]),
+     "to_hf": lambda: to_hf(model_json, *sys.argv[3:5]),
+     "from_hf": lambda: from_hf(model_json, *sys.argv[3:5])}[mode]()

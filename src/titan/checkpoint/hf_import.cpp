@@ -53,8 +53,32 @@ at::Tensor HfWeights::read(const std::string& name) const {
   return it->second.read();
 }
 
+namespace {
+
+// The model built here against the folder's config.json, before any tensor is compared: a
+// named flavor that is another model than the folder's is one line naming the first
+// differing dimension and the way out, not a list of every mis-shaped tensor.
+void check_dimensions(const models::ModelTensors& model, const std::string& dir) {
+  const std::filesystem::path path = std::filesystem::path(dir) / "config.json";
+  if (!std::filesystem::exists(path)) return;
+  const nlohmann::json file = read_hf_config(dir);
+  const nlohmann::json built = model.hf_config("float32");
+  for (const char* field : {"vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+                            "num_key_value_heads", "head_dim", "intermediate_size", "num_experts",
+                            "moe_intermediate_size", "tie_word_embeddings"}) {
+    if (!file.contains(field) || !built.contains(field) || file[field] == built[field]) continue;
+    fail(path.string(), " has ", field, " = ", file[field].dump(), ", but the model built here ",
+         "(model.flavor) has ", built[field].dump(),
+         ": its weights do not fit; give --model.flavor auto to take every dimension from ",
+         path.string());
+  }
+}
+
+}  // namespace
+
 void load_hf_weights(models::ModelTensors& model, const models::ModelSpec& spec,
                      const std::string& dir, const TensorLayout& layout) {
+  check_dimensions(model, dir);
   const NamedTensors params = model.named_parameters();
   std::vector<LocalPiece> pieces;
   std::map<std::string, std::vector<int64_t>> global;

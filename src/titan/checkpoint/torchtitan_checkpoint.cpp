@@ -352,7 +352,8 @@ void write_torchtitan_checkpoint(const std::string& dir, const TorchtitanExport&
   NamedTensors titan = state.model;
   for (const auto& [name, t] : state.model) {
     if (!name.ends_with(".mlp.gate.weight")) continue;
-    const std::string bias = name.substr(0, name.size() - 6) + "expert_bias";
+    const std::string bias =
+        name.substr(0, name.size() - std::string("gate.weight").size()) + "expert_bias";
     const bool has = std::any_of(state.model.begin(), state.model.end(),
                                  [&](const auto& e) { return e.first == bias; });
     if (!has) titan.emplace_back(bias, at::zeros({t.size(0)}, at::kFloat));

@@ -15,6 +15,7 @@
 #include "titan/data/setting_names.h"
 #include "titan/data/token_documents.h"
 #include "titan/data/tokenizer/tokenizer.h"
+#include "titan/distributed/launch_env.h"
 #include "titan/train/batch_loss.h"
 #include "titan/train/loader_options.h"
 #include "titan/train/loss.h"
@@ -25,7 +26,8 @@ namespace titan::cli {
 namespace {
 
 constexpr const char* kHelp =
-    R"(usage: titan eval --model HF_DIR_OR_CHECKPOINT --data FILE [--seq-len 512] [--steps 8]
+    R"(usage: titan eval --model HF_DIR_OR_CHECKPOINT_OR_ADAPTER --data FILE [--seq-len 512] [--steps 8]
+                  [--base HF_DIR]
                   [--batch-size 1] [--tokenizer DIR] [--eos-token "<|endoftext|>"] [--device auto|cpu|cuda]
                   [--text-field text] [--packing megatron|hf_flattening|torchtitan]
                   [--document-masking] [--sft]
@@ -40,7 +42,11 @@ windows above), hf_flattening (the same windows, block-causal attention, positio
 each document, the label that crosses into the next document ignored; --document-masking is the
 same) or torchtitan (inputs and labels shifted within each document, block-causal).
 --sft reads chat records ({"messages": [...]} or ShareGPT's "conversations") as training.sft
-does: rendered with the tokenizer's chat template, only the assistant turns evaluated.
+does: rendered with the tokenizer's chat template, only the assistant turns evaluated, and
+packed as titan's SFT config functions train them (--packing hf_flattening unless given: each
+conversation attends to itself only).
+It runs in one process: under torchrun (WORLD_SIZE > 1) it stops with an error rather than
+have every rank repeat the same evaluation.
 )";
 
 // What one pass over `path` gives the rows, counted up to `limit`: its tokens (each document's
@@ -66,14 +72,24 @@ int run_eval(const Args& args) {
     std::cout << kHelp;
     return 0;
   }
-  const FlagParser flags(args, "eval",
-                         {"--model", "--data", "--seq-len", "--steps", "--batch-size",
-                          "--tokenizer", "--eos-token", "--device", "--text-field", "--packing"},
-                         {"--document-masking", "--sft"});
+  // Every rank would evaluate the same batches: one process only.
+  const distributed::LaunchEnv launch = distributed::launch_env_from_environment();
+  TITAN_CHECK(
+      !launch.multi_process(), "titan eval runs in one process, and this is rank ", launch.rank,
+      " of ", launch.world_size,
+      " (WORLD_SIZE): every rank would repeat the same evaluation; run it without torchrun");
+  const FlagParser flags(
+      args, "eval",
+      {"--model", "--data", "--seq-len", "--steps", "--batch-size", "--tokenizer", "--eos-token",
+       "--device", "--text-field", "--packing", "--base"},
+      {"--document-masking", "--sft"});
   // Data errors advise eval's flags, not training's config keys.
   data::set_setting_names({"--text-field", "--sft"});
+  // SFT is trained with document masking (the SFT config functions' packing hf_flattening):
+  // evaluated the same way unless --packing says otherwise.
   const std::string packing =
-      flags.get("--packing", flags.has("--document-masking") ? "hf_flattening" : "megatron");
+      flags.get("--packing", flags.has("--document-masking") || flags.has("--sft") ? "hf_flattening"
+                                                                                   : "megatron");
   TITAN_CHECK(packing == "megatron" || packing == "hf_flattening" || packing == "torchtitan",
               "titan eval: --packing \"", packing,
               "\": accepted values are megatron, hf_flattening, torchtitan");
@@ -86,7 +102,7 @@ int run_eval(const Args& args) {
               "titan eval: --seq-len, --steps and --batch-size must be positive");
   models::BuildOptions options;
   options.device = train::resolve_device(flags.get("--device", "auto"));
-  LoadedModel loaded = load_model(flags.require("--model"), options);
+  LoadedModel loaded = load_model(flags.require("--model"), options, "", flags.get("--base"));
   // The batches' buffers reused from one to the next, once loading has given back what it freed.
   keep_freed_blocks_for_reuse();
   const std::string tokenizer_dir = flags.get("--tokenizer", loaded.tokenizer_dir);

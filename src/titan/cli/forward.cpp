@@ -22,12 +22,14 @@ namespace titan::cli {
 namespace {
 
 constexpr const char* kUsage =
-    "usage: titan forward --model HF_DIR_OR_CHECKPOINT (--tokens 1,2,3 | --tokens-file ids.json)\n"
+    "usage: titan forward --model HF_DIR_OR_CHECKPOINT_OR_ADAPTER (--tokens 1,2,3 |\n"
+    "                     --tokens-file ids.json) [--base HF_DIR]\n"
     "                     [--backend native|transformers] [--dtype float32|bfloat16]\n"
     "                     --output logits.safetensors [--grads-output grads.safetensors]\n"
     "\n"
     "Computes the logits [S, V] of the model in HF_DIR (config.json + safetensors weights),\n"
-    "or of a training checkpoint (step-N folder),\n"
+    "or of a training checkpoint (step-N folder), or of a PEFT adapter folder on its base (the\n"
+    "Hugging Face folder --base names, else the one its adapter_config.json names),\n"
     "with titan's native model, or with --backend transformers Transformers' own model of it,\n"
     "for one sequence and writes them, as float32 under the key `logits`, to --output.\n"
     "  --dtype          the dtype the weights are loaded and computed in (from_pretrained's\n"
@@ -45,12 +47,13 @@ struct ForwardOptions {
   std::string dtype = "float32";
   std::string output;
   std::string grads_output;
+  std::string base;
 };
 
 ForwardOptions parse_options(const Args& args) {
   const FlagParser flags(args, "forward",
                          {"--model", "--tokens", "--tokens-file", "--backend", "--dtype",
-                          "--output", "--grads-output"});
+                          "--output", "--grads-output", "--base"});
   ForwardOptions o;
   o.model_dir = flags.require("--model");
   o.tokens = flags.get("--tokens");
@@ -59,6 +62,7 @@ ForwardOptions parse_options(const Args& args) {
   o.dtype = flags.get("--dtype", "float32");
   o.output = flags.require("--output");
   o.grads_output = flags.get("--grads-output");
+  o.base = flags.get("--base");
   TITAN_CHECK(o.tokens.empty() != o.tokens_file.empty(),
               "titan forward: give exactly one of --tokens and --tokens-file");
   TITAN_CHECK(o.backend == "native" || o.backend == "transformers", "titan forward: --backend '",
@@ -131,7 +135,7 @@ int run_forward(const Args& args) {
   build.compute_dtype = o.dtype == "bfloat16" ? at::kBFloat16 : at::kFloat;
   build.param_dtype = build.compute_dtype;  // loaded in that dtype, as from_pretrained(dtype=)
   LoadedModel loaded =
-      load_model(o.model_dir, build, o.backend == "transformers" ? "transformers" : "");
+      load_model(o.model_dir, build, o.backend == "transformers" ? "transformers" : "", o.base);
   models::Model* model = loaded.model.get();
   const int64_t vocab = model->output_weight().size(0);
   for (int64_t id : tokens) {

@@ -20,7 +20,7 @@ constexpr const char* kHelp =
     R"(usage: titan generate --model HF_DIR_OR_CHECKPOINT_OR_ADAPTER --prompt TEXT [--max-new-tokens 64]
                       [--temperature 0.7] [--top-k 20] [--seed 0] [--tokenizer DIR]
                       [--device auto|cpu|cuda] [--print-ids] [--ignore-eos]
-                      [--base HF_DIR] [--chat]
+                      [--base HF_DIR] [--chat] [--chat-template-kwargs JSON]
 
 Continues TEXT with the model, decoding incrementally with a KV cache. --temperature 0 is
 greedy decoding; otherwise tokens are sampled from the softmax of logits/temperature,
@@ -33,7 +33,9 @@ LoRA export or PEFT's save_pretrained writes it): it runs on its base, the Huggi
 --base names, else the one adapter_config.json's base_model_name_or_path names.
 --chat takes TEXT as a user's message: the tokenizer's chat template renders it with the prompt
 of an assistant's reply (apply_chat_template(..., add_generation_prompt=True)), and only the
-reply is printed.
+reply is printed. --chat-template-kwargs JSON passes more variables to the template, as
+apply_chat_template's keyword arguments: '{"enable_thinking": false}' makes Qwen3 answer without
+its thinking block.
 )";
 
 std::vector<int64_t> eos_ids(const nlohmann::json& hf_config) {
@@ -67,7 +69,7 @@ int run_generate(const Args& args) {
   }
   const FlagParser flags(args, "generate",
                          {"--model", "--prompt", "--max-new-tokens", "--temperature", "--top-k",
-                          "--seed", "--tokenizer", "--device", "--base"},
+                          "--seed", "--tokenizer", "--device", "--base", "--chat-template-kwargs"},
                          {"--print-ids", "--ignore-eos", "--chat"});
   const int64_t max_new = flags.get_int("--max-new-tokens", 64);
   const double temperature = flags.get_double("--temperature", 0.7);
@@ -84,10 +86,19 @@ int run_generate(const Args& args) {
   const data::Tokenizer tokenizer = data::Tokenizer::from_directory(tokenizer_dir);
   std::string prompt = flags.require("--prompt");
   const bool chat = flags.has("--chat");
+  nlohmann::ordered_json variables;
+  if (flags.has("--chat-template-kwargs")) {
+    TITAN_CHECK(chat, "titan generate: --chat-template-kwargs applies only with --chat");
+    const std::string text = flags.get("--chat-template-kwargs");
+    variables = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
+    TITAN_CHECK(variables.is_object(), "titan generate: --chat-template-kwargs ", text,
+                ": expected a JSON object, e.g. '{\"enable_thinking\": false}'");
+  }
   if (chat) {
     const nlohmann::ordered_json messages = {{{"role", "user"}, {"content", prompt}}};
-    prompt = data::load_chat_template(tokenizer_dir)
-                 ->render(messages, nlohmann::ordered_json(), /*add_generation_prompt=*/true);
+    prompt =
+        data::load_chat_template(tokenizer_dir)
+            ->render(messages, nlohmann::ordered_json(), /*add_generation_prompt=*/true, variables);
   }
   const std::vector<int32_t> prompt_ids = tokenizer.encode(prompt);
   TITAN_CHECK(!prompt_ids.empty(), "titan generate: the prompt is empty");

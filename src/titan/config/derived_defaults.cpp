@@ -120,7 +120,16 @@ void apply_derived_defaults(TrainerConfig& c, const std::set<std::string>& given
   if (!given(given_keys, "model.hf_assets_path") && is_hf_folder(c.checkpoint.initial_load_path))
     c.model.hf_assets_path = c.checkpoint.initial_load_path;
 
-  // 4. The packing and its block-causal attention; torchtitan's packing separates documents
+  // 4. A config function's model.hf_model names the hub model its default weights are: a base
+  //    of the user's own (checkpoint.initial_load_path, model.hf_assets_path) is another
+  //    model, which the adapter export then names by its folder (a native model reads
+  //    hf_model for nothing else).
+  if (c.model.name != "transformers" && !given(given_keys, "model.hf_model") &&
+      (given(given_keys, "checkpoint.initial_load_path") ||
+       given(given_keys, "model.hf_assets_path")))
+    c.model.hf_model = "";
+
+  // 5. The packing and its block-causal attention; torchtitan's packing separates documents
   //    with the tokenizer's own eos token, as torchtitan does.
   reconcile_packing(c.training, given_keys);
   if (c.training.packing == "torchtitan" && !given(given_keys, "training.eos_token")) {

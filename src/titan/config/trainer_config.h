@@ -45,8 +45,8 @@ struct ModelConfig {
   template <class V>
   void visit(V& v) {
     v("name", name,
-      "which model builds it: qwen3 (native C++) or transformers (Hugging Face Transformers' own "
-      "model)");
+      "which model builds it: qwen3 (native C++ Qwen3 and Qwen3-MoE), llama3 (native C++ Llama 3) "
+      "or transformers (Hugging Face Transformers' own model)");
     v("flavor", flavor,
       "a named size (debugmodel, 0.6B, 30B-A3B, ...; checked against hf_assets_path/config.json "
       "when there) or auto (every dimension from that config.json)");

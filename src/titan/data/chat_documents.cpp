@@ -156,7 +156,7 @@ RenderedChat render_chat(const nlohmann::ordered_json& record, const ChatTemplat
   RenderedChat out;
   try {
     out.text = chat_template.render(messages, record_tools(record, where),
-                                    /*add_generation_prompt=*/false);
+                                    /*add_generation_prompt=*/false, nullptr);
   } catch (const DataReadError&) {
     throw;
   } catch (const Error& e) {

@@ -19,11 +19,13 @@ class ChatTemplate {
   virtual ~ChatTemplate() = default;
   // The text of a conversation (ordered JSON: the template prints tools in their own key order):
   // `messages` a list of {"role", "content", ...} objects, `tools` null or a list of JSON schemas.
+  // `variables`: more template variables, as apply_chat_template's keyword arguments pass them
+  // (Qwen3's enable_thinking); an object, or null for none.
   // Throws titan::Error with the template's own message when it rejects the conversation
   // (raise_exception) or fails.
   virtual std::string render(const nlohmann::ordered_json& messages,
-                             const nlohmann::ordered_json& tools,
-                             bool add_generation_prompt) const = 0;
+                             const nlohmann::ordered_json& tools, bool add_generation_prompt,
+                             const nlohmann::ordered_json& variables) const = 0;
 };
 
 // The template of the tokenizer folder `dir`, with its special tokens (bos_token, eos_token,

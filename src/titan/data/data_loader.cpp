@@ -201,4 +201,51 @@ void DataLoader::load_state(const nlohmann::json& s) {
   next_ = stream_.position();
 }
 
+std::string DataLoader::load_torchtitan_position(int64_t sample_idx, int64_t epoch,
+                                                 const std::vector<int64_t>& inputs_buffer,
+                                                 const std::vector<int64_t>& labels_buffer) {
+  if (!options_.shift_within_documents) return "this run's training.packing is not torchtitan";
+  if (options_.shuffle_seed) return "training.shuffle orders this run's documents otherwise";
+  if (epoch != 0)
+    return "torchtitan was in epoch " + std::to_string(epoch) +
+           ", whose order (datasets' shuffle) titan does not reproduce";
+  if (inputs_buffer.size() != labels_buffer.size()) return "its input and label buffers differ";
+  const int64_t documents = stream_.documents().size();
+  if (sample_idx < 0 || sample_idx > documents)
+    return "it had read " + std::to_string(sample_idx) + " documents, and " + dataset_path_ +
+           " holds " + std::to_string(documents);
+  if (sample_idx == documents && inputs_buffer.empty())
+    return "it had read the whole dataset (torchtitan's next epoch is shuffled)";
+  prefetcher_.reset();  // batches prepared ahead belong to the old position
+  const StreamPosition before = next_;
+  // The buffered pairs are the last pairs of the documents read: walk back over those.
+  StreamPosition at{0, sample_idx, 0};
+  int64_t remaining = static_cast<int64_t>(inputs_buffer.size());
+  while (remaining > 0) {
+    if (--at.document < 0) {
+      stream_.seek(before);
+      return "its buffers hold more pairs than the documents it had read";
+    }
+    stream_.seek({0, at.document, 0});
+    const int64_t pairs = std::max<int64_t>(stream_.document_tokens() - 1, 0);
+    at.offset = std::max<int64_t>(pairs - remaining, 0);
+    remaining -= pairs - at.offset;
+  }
+  if (!inputs_buffer.empty()) {
+    // The same dataset and tokenizer give those very tokens there.
+    stream_.seek(at);
+    std::vector<int64_t> inputs(inputs_buffer.size()), labels(labels_buffer.size());
+    stream_.read_pairs(static_cast<int64_t>(inputs.size()), inputs.data(), labels.data());
+    if (inputs != inputs_buffer || labels != labels_buffer) {
+      stream_.seek(before);
+      return "the " + std::to_string(inputs_buffer.size()) +
+             " token pairs torchtitan had buffered are not what " + dataset_path_ +
+             " gives there (another dataset or tokenizer)";
+    }
+  }
+  stream_.seek(at);
+  next_ = stream_.position();
+  return "";
+}
+
 }  // namespace titan::data

@@ -65,6 +65,8 @@ class TokenStream {
   void skip_pairs(int64_t n);
 
   StreamPosition position() const { return position_; }
+  // The ids (its eos included) of the document at the position.
+  int64_t document_tokens() const { return static_cast<int64_t>(tokens_.size()); }
   // Throws titan::Error when `p` does not fit this source and rank.
   void seek(const StreamPosition& p);
 

@@ -94,4 +94,14 @@ PipelinePlan plan_pipeline(const config::ParallelismConfig& p, int64_t local_bat
   return plan;
 }
 
+void check_pipeline_model(const PipelinePlan& plan, int64_t pp, bool tie_word_embeddings,
+                          const std::vector<std::string>& converters) {
+  TITAN_CHECK(!(tie_word_embeddings && plan.placement.v),
+              "parallelism.pipeline_parallel_schedule = ", schedule_name(plan.schedule),
+              " puts the first and the last stage on one rank, which a model with tied "
+              "embeddings (tie_word_embeddings) cannot run yet; use InterleavedZeroBubble");
+  TITAN_CHECK(converters.empty(), "parallelism.pipeline_parallel_degree = ", pp,
+              ": model.converters (LoRA) does not run under pipeline parallelism yet");
+}
+
 }  // namespace titan::distributed::pipeline

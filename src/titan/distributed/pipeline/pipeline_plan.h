@@ -38,4 +38,11 @@ struct PipelinePlan {
 PipelinePlan plan_pipeline(const config::ParallelismConfig& parallelism, int64_t local_batch_size,
                            int64_t layers);
 
+// What a pipeline asks of the model, checked where the stages are made and by `titan configs
+// --print`'s layout check: a schedule that puts the first and the last stage on one rank (V
+// placement) cannot run tied embeddings; model converters (LoRA) do not run under pipeline
+// parallelism yet. Throws one titan::Error naming the setting.
+void check_pipeline_model(const PipelinePlan& plan, int64_t pp, bool tie_word_embeddings,
+                          const std::vector<std::string>& converters);
+
 }  // namespace titan::distributed::pipeline

@@ -6,6 +6,33 @@
 #include "titan/models/common/moe.h"
 
 namespace titan::models {
+
+void check_decoder_degrees(const DecoderConfig& c, const config::TrainerConfig& config, int64_t T,
+                           int64_t E) {
+  if (T > 1) {
+    TITAN_CHECK(c.attention.num_heads % T == 0 && c.attention.num_kv_heads % T == 0,
+                "parallelism.tensor_parallel_degree = ", T, " must divide the attention heads (",
+                c.attention.num_heads, ") and the key-value heads (", c.attention.num_kv_heads,
+                ")");
+    bool any_dense = false;
+    for (bool sparse : c.sparse) any_dense = any_dense || !sparse;
+    TITAN_CHECK(!any_dense || c.intermediate_size % T == 0,
+                "parallelism.tensor_parallel_degree = ", T,
+                " must divide the MLP's intermediate_size (", c.intermediate_size, ")");
+    if (config.parallelism.enable_sequence_parallel)
+      TITAN_CHECK(config.training.seq_len % T == 0, "training.seq_len = ", config.training.seq_len,
+                  ": with sequence parallelism (parallelism.enable_sequence_parallel) "
+                  "parallelism.tensor_parallel_degree = ",
+                  T, " must divide it");
+  }
+  if (E > 1) {
+    TITAN_CHECK(c.moe.num_experts > 0, "parallelism.expert_parallel_degree = ", E,
+                ": the model has no routed experts");
+    TITAN_CHECK(c.moe.num_experts % E == 0, "parallelism.expert_parallel_degree = ", E,
+                " must divide the number of experts (", c.moe.num_experts, ")");
+  }
+}
+
 namespace {
 
 using Role = ParameterRole;
@@ -28,20 +55,8 @@ void apply_tensor_parallel(Decoder& model, const DecoderPlan& plan,
                            const config::TrainerConfig& config, ParallelContext& parallel) {
   const DecoderConfig& c = model.config();
   const int64_t T = parallel.degree("tp");
-  TITAN_CHECK(c.attention.num_heads % T == 0 && c.attention.num_kv_heads % T == 0,
-              "parallelism.tensor_parallel_degree = ", T, " must divide the attention heads (",
-              c.attention.num_heads, ") and the key-value heads (", c.attention.num_kv_heads, ")");
-  bool any_dense = false;
-  for (bool sparse : c.sparse) any_dense = any_dense || !sparse;
-  TITAN_CHECK(!any_dense || c.intermediate_size % T == 0,
-              "parallelism.tensor_parallel_degree = ", T,
-              " must divide the MLP's intermediate_size (", c.intermediate_size, ")");
+  check_decoder_degrees(c, config, T, 1);
   const bool sp = config.parallelism.enable_sequence_parallel;
-  if (sp)
-    TITAN_CHECK(config.training.seq_len % T == 0, "training.seq_len = ", config.training.seq_len,
-                ": with sequence parallelism (parallelism.enable_sequence_parallel) "
-                "parallelism.tensor_parallel_degree = ",
-                T, " must divide it");
   const TensorParallelHooks hooks = parallel.tensor_parallel_hooks(sp);
   auto apply = [&](const std::string& name, at::Tensor& slot) {
     switch (plan.role_of(name)) {
@@ -75,12 +90,8 @@ void apply_tensor_parallel(Decoder& model, const DecoderPlan& plan,
 }
 
 void apply_expert_parallel(Decoder& model, const DecoderPlan& plan, ParallelContext& parallel) {
-  const DecoderConfig& c = model.config();
   const int64_t E = parallel.degree("ep");
-  TITAN_CHECK(c.moe.num_experts > 0, "parallelism.expert_parallel_degree = ", E,
-              ": the model has no routed experts");
-  TITAN_CHECK(c.moe.num_experts % E == 0, "parallelism.expert_parallel_degree = ", E,
-              " must divide the number of experts (", c.moe.num_experts, ")");
+  check_decoder_degrees(model.config(), config::TrainerConfig(), 1, E);
   const kernels::ExpertGroup group = parallel.expert_group();
   for (TransformerBlock* block : model.layers()) {
     if (!block->sparse()) continue;

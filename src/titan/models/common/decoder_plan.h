@@ -45,6 +45,12 @@ struct DecoderPlan {
 // final norm partial under sequence parallelism, expert stacks, embedding and head.
 DecoderPlan standard_decoder_plan();
 
+// The rules tensor and expert parallelism put on a decoder's dimensions (the heads, the MLP's
+// width and, with sequence parallelism, seq_len divided by tp; the experts by ep), checked by
+// parallelize_decoder and by `titan configs --print`'s layout check before any launch.
+void check_decoder_degrees(const DecoderConfig& c, const config::TrainerConfig& config, int64_t tp,
+                           int64_t ep);
+
 // Tensor parallelism (with the vocabulary-parallel embedding, head and loss), expert
 // parallelism, activation checkpointing, then the FSDP units: the generic parallelize step of
 // every native family. Throws naming the degree that does not divide the model.

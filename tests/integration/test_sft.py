@@ -133,3 +133,27 @@ def test_sft_errors_name_the_record_and_the_folder(tmp_path, tokenizer_dir):
                      "--job.dump_folder", tmp_path / "run", check=False)
     assert proc.returncode != 0 and "has no chat template" in proc.stderr
     assert str(no_template) in proc.stderr
+
+
+def test_eval_sft_masks_the_conversations_as_sft_trains(tmp_path, hf_dir, tokenizer_dir):
+    """`titan eval --sft` packs as the SFT config functions train (hf_flattening: each
+    conversation attends to itself only, and only assistant tokens count), so its loss is
+    Hugging Face's on the conversations alone."""
+    data = write_records(tmp_path / "chats.jsonl", CONVERSATIONS * 4)
+    seq_len, batch = 64, 2
+    out = run_titan("eval", "--model", hf_dir, "--data", data, "--sft", "--seq-len", seq_len,
+                    "--batch-size", batch, "--steps", 1)
+    loss = json.loads(out.stdout.splitlines()[-1])["loss"]
+    ids, owner, trained = [], [], []
+    for n, record in enumerate(CONVERSATIONS * 4):
+        _, conv_ids, conv_trainable = expected_chat(tokenizer_dir, record)
+        ids += conv_ids + [EOS]
+        owner += [n] * (len(conv_ids) + 1)
+        trained += conv_trainable + [0]
+    model = AutoModelForCausalLM.from_pretrained(hf_dir, dtype=torch.float32,
+                                                 attn_implementation="eager").eval()
+    n = seq_len + 1
+    rows = [(ids[r * n:(r + 1) * n], owner[r * n:(r + 1) * n], trained[r * n:(r + 1) * n])
+            for r in range(batch)]
+    total, count = documents_alone_loss(model, rows)
+    assert loss == pytest.approx(total / count, rel=1e-5)

@@ -236,8 +236,10 @@ def test_eval_takes_chat_data_and_advises_its_own_flags(tmp_path, hf_qwen3):
                                     "64", "--steps", "1", check=False))
     assert "(--text-field)" in line and "--sft reads chat records" in line, line
     assert "training." not in line
+    # --sft packs as SFT trains (hf_flattening, test_sft.py); megatron's causal rows here.
     out = json.loads(run_titan("eval", "--model", hf_qwen3, "--data", data, "--seq-len", "64",
-                               "--steps", "1", "--sft").stdout.splitlines()[-1])
+                               "--steps", "1", "--sft", "--packing", "megatron"
+                               ).stdout.splitlines()[-1])
     # The peer: Transformers' mean loss over the trained labels of the same packed row.
     row = json.loads(run_titan(
         "check-data", "--module", "qwen3", "--config", "qwen3_debugmodel_sft",

@@ -262,3 +262,25 @@ def test_a_clone_under_a_folder_named_cuda_configures_every_rooms_sources(tmp_pa
     # The cuda/ and tensorboard/ folders below src/titan/ are still left out.
     assert "src/titan/kernels/cuda/" not in ninja
     assert "CMakeFiles/titan_train.dir/src/titan/train/tensorboard/" not in ninja
+
+
+# A start that is refused writes nothing.
+
+def test_a_refused_start_writes_nothing(tmp_path, hf_qwen3, tokenizer_dir):
+    """Refused at set-up (a flavor that is not the initial load's model): no dump folder, an
+    existing run's config.toml left as it was, no metrics.jsonl."""
+    toml = tmp_path / "job.toml"
+    toml.write_text(f'[model]\nname = "qwen3"\nflavor = "debugmodel"\n'
+                    f'hf_assets_path = "{tokenizer_dir}"\n'
+                    f'[checkpoint]\ninitial_load_path = "{hf_qwen3}"\n')
+    fresh = tmp_path / "fresh"
+    one_error_line(run_titan("train", "--job.config_file", toml, *SMALL,
+                             "--job.dump_folder", fresh, check=False))
+    assert not fresh.exists()
+    earlier = tmp_path / "earlier"
+    earlier.mkdir()
+    (earlier / "config.toml").write_text("# the earlier run's config\n")
+    one_error_line(run_titan("train", "--job.config_file", toml, *SMALL,
+                             "--job.dump_folder", earlier, check=False))
+    assert (earlier / "config.toml").read_text() == "# the earlier run's config\n"
+    assert sorted(p.name for p in earlier.iterdir()) == ["config.toml"]

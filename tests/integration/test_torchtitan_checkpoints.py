@@ -244,3 +244,23 @@ def test_a_full_torchtitan_export_resumed_by_torchtitan(hf, train_data, tokenize
     assert sorted(theirs) == [3, 4], theirs
     for step in (3, 4):
         assert theirs[step] == pytest.approx(ours[step], abs=1e-5), (theirs, ours)
+
+
+def test_a_torchtitan_checkpoint_in_the_dump_folder_is_never_passed_over(hf, torchtitan_written,
+                                                                         tmp_path):
+    """With checkpointing off, titan does not resume; a torchtitan step in the dump folder is
+    then one error naming it and the flag, not a fresh start beside it. With it on, the step is
+    loaded (step-0, a seed checkpoint: the weights)."""
+    path, _ = hf["dense"]
+    dump = tmp_path / "job"
+    shutil.copytree(torchtitan_written["dense"], dump / "checkpoint" / "step-0")
+    common = ["train", *CONFIGS["dense"], "--model.flavor", "auto", "--model.hf_assets_path",
+              path, "--training.steps", "1", "--training.seq_len", "32",
+              "--training.dataset_path", CORPUS, "--job.dump_folder", dump]
+    proc = run_titan(*common, check=False)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode != 0 and len(lines) == 1, proc.stderr
+    assert f"{dump / 'checkpoint' / 'step-0'} is a torchtitan checkpoint" in lines[0], lines[0]
+    assert "--checkpoint.enable" in lines[0], lines[0]
+    proc = run_titan(*common, "--checkpoint.enable")
+    assert f"resumed from torchtitan checkpoint {dump / 'checkpoint' / 'step-0'}" in proc.stdout

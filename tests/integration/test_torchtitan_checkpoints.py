@@ -222,6 +222,15 @@ def test_a_torchtitan_training_checkpoint_resumed_by_titan(hf, train_data, token
     assert sorted(losses) == [3, 4]
     for step in (3, 4):
         assert losses[step] == pytest.approx(reference[step], abs=1e-5), (losses, reference)
+    # Packed otherwise, the data position is not carried, and one warning says so.
+    other = tmp_path / "other"
+    shutil.copytree(tmp_path / "tt" / "checkpoint" / "step-2", other / "checkpoint" / "step-2")
+    args = titan_args(path, train_data, other)
+    args[args.index("--training.packing") + 1] = "hf_flattening"
+    proc = run_titan(*args)
+    warnings = [l for l in proc.stderr.splitlines() if "not carried over" in l]
+    assert len(warnings) == 1, proc.stderr
+    assert "the data position: this run's training.packing is not torchtitan" in warnings[0]
 
 
 def test_a_full_torchtitan_export_resumed_by_torchtitan(hf, train_data, tokenizer_dir, tmp_path):
@@ -264,3 +273,14 @@ def test_a_torchtitan_checkpoint_in_the_dump_folder_is_never_passed_over(hf, tor
     assert "--checkpoint.enable" in lines[0], lines[0]
     proc = run_titan(*common, "--checkpoint.enable")
     assert f"resumed from torchtitan checkpoint {dump / 'checkpoint' / 'step-0'}" in proc.stdout
+    # A model-only step past 0 (torchtitan's last_save_model_only) cannot be resumed from: one
+    # error pointing at initial_load_path.
+    later = tmp_path / "later"
+    shutil.copytree(torchtitan_written["dense"], later / "checkpoint" / "step-5")
+    common[common.index("--job.dump_folder") + 1] = later
+    proc = run_titan(*common, "--checkpoint.enable", "--training.steps", "6", check=False)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode != 0 and len(lines) == 1, proc.stderr
+    assert "is a model-only torchtitan checkpoint" in lines[0], lines[0]
+    assert "--checkpoint.initial_load_path" in lines[0], lines[0]
+    assert sorted(p.name for p in later.iterdir()) == ["checkpoint"]

@@ -1,21 +1,22 @@
-// Loading the model of a torchtitan checkpoint (torchtitan_checkpoint.h) into a built model,
-// as torchtitan's initial_load_model_only does: parameters and buffers, cast to their dtype;
-// with a sharded layout each parameter gets the rows this rank holds. The checkpoint is checked
-// against the whole model before the first tensor is written.
+// Opening a torchtitan checkpoint (torchtitan_checkpoint.h) for a built model: checked against
+// the whole model (every stage's tensors at their global shapes) before anything is read. The
+// trainer restores its parts from it (train/state/torchtitan_part_reader.h).
 #pragma once
 
 #include <string>
 #include <vector>
 
 #include "titan/checkpoint/tensor_layout.h"
+#include "titan/checkpoint/torchtitan_checkpoint.h"
 #include "titan/models/model.h"
 
 namespace titan::checkpoint {
 
-// `model_description` names the model in errors ("qwen3, flavor debugmodel"). Returns the
-// notes of what the checkpoint holds that the model does not take (one line each).
-std::vector<std::string> load_torchtitan_weights(models::Model& model, const std::string& dir,
-                                                 const std::string& model_description,
-                                                 const TensorLayout& layout = whole_tensors());
+// `dir` opened against `model`'s whole tensors (with a pipeline, every stage's): throws when
+// it is not a torchtitan checkpoint of this model.
+TorchtitanCheckpointReader open_torchtitan_checkpoint(models::ModelTensors& model,
+                                                      const std::string& dir,
+                                                      const std::string& model_description,
+                                                      const TensorLayout& layout);
 
 }  // namespace titan::checkpoint

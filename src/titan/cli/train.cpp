@@ -81,8 +81,6 @@ int run_train(const Args& args) {
   const bool talk = distributed::launch_env_from_environment().rank == 0;
   const std::string toml = config::to_toml(cfg);
   if (cfg.debug.print_config) std::cout << toml << std::endl;
-  std::filesystem::create_directories(cfg.job.dump_folder);
-  std::ofstream(std::filesystem::path(cfg.job.dump_folder) / "config.toml") << toml;
   std::cout << "[titan] "
             << (resolved.module.empty() ? join(resolved.config_files)
                                         : resolved.module + "/" + resolved.config_name)
@@ -100,7 +98,12 @@ int run_train(const Args& args) {
   // A write past a file-size limit (ulimit -f) then fails with EFBIG, reported like a full
   // disk, instead of killing the process in the middle of a save.
   std::signal(SIGXFSZ, SIG_IGN);
-  const train::TrainSummary summary = train::run_training(cfg);
+  // The resolved config goes into the dump folder once the run has started (a refused start
+  // writes nothing there).
+  const train::TrainSummary summary = train::run_training(cfg, [&] {
+    std::filesystem::create_directories(cfg.job.dump_folder);
+    std::ofstream(std::filesystem::path(cfg.job.dump_folder) / "config.toml") << toml;
+  });
   if (summary.stop_signal != 0) {
     std::cout << "[titan] stopped by " << train::StopRequest::name(summary.stop_signal)
               << " after step " << summary.last_step << "; "

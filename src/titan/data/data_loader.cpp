@@ -201,9 +201,16 @@ void DataLoader::load_state(const nlohmann::json& s) {
   next_ = stream_.position();
 }
 
-std::string DataLoader::load_torchtitan_position(int64_t sample_idx, int64_t epoch,
+std::string DataLoader::load_torchtitan_position(int64_t world_size, int64_t sample_idx,
+                                                 int64_t epoch,
                                                  const std::vector<int64_t>& inputs_buffer,
                                                  const std::vector<int64_t>& labels_buffer) {
+  // torchtitan splits the documents between its data ranks (datasets' split_dataset_by_node),
+  // titan the rows of each batch: one rank each is the only layout both read alike.
+  if (world_size != 1 || options_.row_ranks != 1)
+    return "torchtitan read with " + std::to_string(world_size) +
+           " data-parallel ranks and this run with " + std::to_string(options_.row_ranks) +
+           ", which split the documents otherwise";
   if (!options_.shift_within_documents) return "this run's training.packing is not torchtitan";
   if (options_.shuffle_seed) return "training.shuffle orders this run's documents otherwise";
   if (epoch != 0)

@@ -97,10 +97,11 @@ class DataLoader {
   void load_state(const nlohmann::json& s);
   // torchtitan 0.3.0's data position (its HuggingFaceTextDataset's state: `sample_idx`
   // documents read in `epoch`, and the (input, label) pairs still buffered, which are the last
-  // pairs of those documents) as this loader's, when it packs as torchtitan does (shifting
-  // within documents), unshuffled, and the dataset gives those very tokens there. Returns ""
-  // when the position is taken, else why not (the position is then left as it was).
-  std::string load_torchtitan_position(int64_t sample_idx, int64_t epoch,
+  // pairs of those documents) as this loader's, when both read with one data rank
+  // (`world_size`: torchtitan's), this one packs as torchtitan does (shifting within
+  // documents), unshuffled, and the dataset gives those very tokens there. Returns "" when the
+  // position is taken, else why not (the position is then left as it was).
+  std::string load_torchtitan_position(int64_t world_size, int64_t sample_idx, int64_t epoch,
                                        const std::vector<int64_t>& inputs_buffer,
                                        const std::vector<int64_t>& labels_buffer);
 

@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <iostream>
 
+#include "titan/checkpoint/dcp_reader.h"
 #include "titan/checkpoint/hf_import.h"
 #include "titan/common/error.h"
 #include "titan/models/materialize.h"
@@ -38,6 +39,10 @@ std::optional<lora::LoraSetup> apply_model_converters(const config::TrainerConfi
                 path,
                 " is a training checkpoint; LoRA's base must be a Hugging Face folder (export one "
                 "with titan convert)");
+    TITAN_CHECK(!checkpoint::is_dcp_checkpoint(path), "checkpoint.initial_load_path ", path,
+                " is a torchtitan checkpoint; LoRA's base must be a Hugging Face folder: convert "
+                "it with titan convert --from-torchtitan ",
+                path, " --to hf DIR (docs/from_torchtitan.md)");
     // A model built on the meta device reads its base weight by weight in apply_lora.
     if (!spec.loads_pretrained_in_build) {
       if (models::has_meta_parameters(model))

@@ -68,7 +68,8 @@ int64_t micro_batches_per_step(const config::TrainingConfig& t, int64_t dp_degre
 class Trainer {
  public:
   // `dist`: the launch environment and the layout, already checked.
-  Trainer(const config::TrainerConfig& cfg, DistributedSetup dist)
+  Trainer(const config::TrainerConfig& cfg, DistributedSetup dist,
+          const std::function<void()>& started)
       : cfg_(cfg), dist_(std::move(dist)) {
     precision_ = resolve_precision(cfg.training, dist_.env.local_rank);
     connect_ranks();
@@ -82,6 +83,7 @@ class Trainer {
     build_step();
     build_checkpointing();
     restore();
+    start_writing(started);
     stop_.emplace();
   }
 
@@ -373,7 +375,6 @@ class Trainer {
                                        {checkpoint::kTrainStatePart, &train_state_},
                                        {checkpoint::kRngPart, &rng_state_}},
                          *layout_, save_coordination(dist_));
-    metrics_.emplace(cfg_.job.dump_folder, /*enabled=*/dist_.rank() == 0, tensorboard_folder(cfg_));
     progress_.emplace(std::cout, /*enabled=*/dist_.rank() == 0);
     profiler_.emplace(cfg_, dist_.rank(), precision_.device);
   }
@@ -383,12 +384,20 @@ class Trainer {
     train_state_.step = load_initial_state(cfg_, *spec_, parts_, *checkpoints_, *layout_,
                                            /*base_loaded=*/lora_.has_value());
     first_step_ = train_state_.step + 1;
-    if (first_step_ > 1)
+    // (A torchtitan checkpoint records no titan config to compare with.)
+    if (first_step_ > 1 && !checkpoints_->is_torchtitan_step(first_step_ - 1))
       warn_on_resume_config_change(cfg_,
                                    micro_batches_ * cfg_.training.local_batch_size * batch_ranks(),
                                    checkpoints_->step_dir(first_step_ - 1), dist_.rank() == 0);
     if (const auto converted = optimizer_->conversion_warning(); converted && dist_.rank() == 0)
       print_warning(*converted);
+  }
+
+  // The job's files in the dump folder, once the set-up has succeeded: a start that is refused
+  // writes nothing (no dump folder, no empty metrics.jsonl, an earlier run's config.toml kept).
+  void start_writing(const std::function<void()>& started) {
+    if (started) started();
+    metrics_.emplace(cfg_.job.dump_folder, /*enabled=*/dist_.rank() == 0, tensorboard_folder(cfg_));
   }
 
   // ---- during training --------------------------------------------------------------------
@@ -579,12 +588,12 @@ class Trainer {
 
 }  // namespace
 
-TrainSummary run_training(const config::TrainerConfig& cfg) {
+TrainSummary run_training(const config::TrainerConfig& cfg, const std::function<void()>& started) {
   // The layout is checked before anything is built or any rank waits for another.
   DistributedSetup dist = check_distributed_layout(cfg);
   at::manual_seed(static_cast<uint64_t>(cfg.training.seed));
   if (cfg.training.deterministic) at::globalContext().setDeterministicAlgorithms(true, false);
-  Trainer trainer(cfg, std::move(dist));
+  Trainer trainer(cfg, std::move(dist), started);
   return trainer.train();
 }
 

@@ -3,6 +3,7 @@
 // through the ModelSpec named by model.name.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -20,7 +21,10 @@ struct TrainSummary {
   int64_t skipped_steps = 0;       // steps skipped for a non-finite loss or gradient norm
 };
 
-// Runs the whole job described by `config`; throws titan::Error for bad input.
-TrainSummary run_training(const config::TrainerConfig& config);
+// Runs the whole job described by `config`; throws titan::Error for bad input. `started`
+// (optional) is called once the set-up has succeeded, before the first step: what a run
+// writes into its dump folder is written from then on.
+TrainSummary run_training(const config::TrainerConfig& config,
+                          const std::function<void()>& started = {});
 
 }  // namespace titan::train

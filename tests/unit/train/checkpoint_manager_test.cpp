@@ -7,6 +7,7 @@
 #include <ATen/ATen.h>
 
 #include <filesystem>
+#include <fstream>
 
 #include "error_of.h"
 #include "titan/train/state/checkpoint_manager.h"
@@ -75,6 +76,30 @@ TEST_F(CheckpointManagerTest, ResumesTheNewestCompleteCheckpointPartByPart) {
     EXPECT_EQ(a2.count, 5) << mode;
     EXPECT_EQ(b2.count, -5) << mode;
   }
+}
+
+// A torchtitan step-N (a DCP .metadata) in the checkpoint folder is resumable as titan's own
+// steps are (the newest of either kind, or the one checkpoint.load_step names), and titan's
+// pruning (keep_latest_k) never removes it.
+TEST_F(CheckpointManagerTest, TorchtitanStepsAreResumableAndNeverPruned) {
+  const fs::path torchtitan = folder_ / "checkpoint" / "step-3";
+  fs::create_directories(torchtitan);
+  std::ofstream(torchtitan / ".metadata") << "";
+  cfg_.checkpoint.keep_latest_k = 1;
+  Counter a, b;
+  {
+    CheckpointManager manager(cfg_, {{"model", &a}, {"optimizer", &b}});
+    EXPECT_EQ(manager.resumable_step(), std::optional<int64_t>(3));
+    EXPECT_TRUE(manager.is_torchtitan_step(3));
+    train(manager, a, b, 4);  // saves 2 and 4, and keeps titan's newest
+  }
+  CheckpointManager manager(cfg_, {{"model", &a}, {"optimizer", &b}});
+  EXPECT_EQ(manager.resumable_step(), std::optional<int64_t>(4));
+  EXPECT_FALSE(manager.is_torchtitan_step(4));
+  EXPECT_FALSE(fs::exists(folder_ / "checkpoint" / "step-2"));
+  EXPECT_EQ(torchtitan_steps((folder_ / "checkpoint").string()), std::vector<int64_t>{3});
+  cfg_.checkpoint.load_step = 3;
+  EXPECT_EQ(manager.resumable_step(), std::optional<int64_t>(3));
 }
 
 TEST_F(CheckpointManagerTest, ExcludedPartsAndAChosenStep) {

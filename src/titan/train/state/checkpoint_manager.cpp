@@ -10,10 +10,12 @@
 #include <iostream>
 
 #include "titan/checkpoint/checkpoint_names.h"
+#include "titan/checkpoint/dcp_reader.h"
 #include "titan/common/box_tensor.h"
 #include "titan/common/error.h"
 #include "titan/common/strings.h"
 #include "titan/train/state/resume_config_check.h"
+#include "titan/train/state/torchtitan_part_reader.h"
 
 namespace fs = std::filesystem;
 
@@ -32,6 +34,16 @@ void check_part_names(const std::vector<std::string>& names) {
         "checkpoint.exclude_from_loading: unknown part '", part,
         "'; accepted: ", join(checkpoint::checkpoint_parts()));
   }
+}
+
+// The parts a load leaves out: every part but the model's when `model_only`, else
+// checkpoint.exclude_from_loading.
+std::vector<std::string> not_loaded(const config::TrainerConfig& cfg, bool model_only) {
+  if (!model_only) return cfg.checkpoint.exclude_from_loading;
+  std::vector<std::string> exclude;
+  for (const std::string& part : checkpoint::checkpoint_parts())
+    if (part != checkpoint::kModelPart) exclude.push_back(part);
+  return exclude;
 }
 
 // The pieces of a part's tensors this process writes, recorded as boxes where they are pieces.
@@ -92,6 +104,18 @@ class LayoutPartReader : public PartReader {
 
 }  // namespace
 
+std::vector<int64_t> torchtitan_steps(const std::string& folder) {
+  std::vector<int64_t> steps;
+  if (!fs::is_directory(folder)) return steps;
+  for (const auto& entry : fs::directory_iterator(folder)) {
+    const auto step = checkpoint::parse_step_folder_name(entry.path().filename().string());
+    if (step && entry.is_directory() && checkpoint::is_dcp_checkpoint(entry.path().string()))
+      steps.push_back(*step);
+  }
+  std::sort(steps.begin(), steps.end());
+  return steps;
+}
+
 checkpoint::SaveCoordination save_coordination(DistributedSetup& dist) {
   checkpoint::SaveCoordination c;
   c.rank = dist.rank();
@@ -142,7 +166,9 @@ CheckpointManager::~CheckpointManager() {
 std::optional<int64_t> CheckpointManager::resumable_step() const {
   const auto& ck = cfg_.checkpoint;
   if (!ck.enable) return std::nullopt;
-  const std::vector<int64_t> steps = store_.complete_steps();
+  std::vector<int64_t> steps = store_.complete_steps();
+  for (int64_t step : torchtitan_steps(store_.folder())) steps.push_back(step);
+  std::sort(steps.begin(), steps.end());
   if (ck.load_step >= 0) {
     TITAN_CHECK(std::find(steps.begin(), steps.end(), ck.load_step) != steps.end(),
                 "checkpoint.load_step ", ck.load_step, ": no complete checkpoint ",
@@ -153,19 +179,24 @@ std::optional<int64_t> CheckpointManager::resumable_step() const {
   return steps.back();
 }
 
+bool CheckpointManager::is_torchtitan_step(int64_t step) const {
+  return checkpoint::is_dcp_checkpoint(store_.step_dir(step));
+}
+
 void CheckpointManager::resume(int64_t step) {
   restore(store_.step_dir(step), cfg_.checkpoint.exclude_from_loading);
 }
 
 void CheckpointManager::load_from(const std::string& step_dir, bool model_only) {
   checkpoint::step_of_folder(step_dir);  // must be named step-N
-  std::vector<std::string> exclude = cfg_.checkpoint.exclude_from_loading;
-  if (model_only) {
-    exclude.clear();
-    for (const std::string& part : checkpoint::checkpoint_parts())
-      if (part != checkpoint::kModelPart) exclude.push_back(part);
-  }
-  restore(step_dir, exclude);
+  restore(step_dir, not_loaded(cfg_, model_only));
+}
+
+std::vector<std::string> CheckpointManager::restore_torchtitan(
+    const checkpoint::TorchtitanCheckpointReader& reader, bool model_only) {
+  const std::vector<std::string> exclude = not_loaded(cfg_, model_only);
+  check_part_names(exclude);
+  return restore_from_torchtitan(reader, parts_, layout_, exclude);
 }
 
 checkpoint::TrainingCheckpoint CheckpointManager::snapshot(int64_t step) const {

@@ -3,7 +3,8 @@
 // synchronously or in the background (checkpoint.async_mode), every checkpoint.interval steps
 // and at the last one. Under parallelism every rank writes the pieces it holds (the layout
 // says which box of which tensor) and loads exactly the boxes it needs, whatever the layout
-// that saved them (torchtitan's CheckpointManager over DCP).
+// that saved them (torchtitan's CheckpointManager over DCP). A torchtitan checkpoint in the
+// folder is resumed from as well (torchtitan_part_reader.h).
 #pragma once
 
 #include <memory>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "titan/checkpoint/tensor_layout.h"
+#include "titan/checkpoint/torchtitan_checkpoint.h"
 #include "titan/checkpoint/training_checkpoint.h"
 #include "titan/config/trainer_config.h"
 #include "titan/train/distributed_setup.h"
@@ -28,6 +30,10 @@ checkpoint::SaveCoordination save_coordination(DistributedSetup& dist);
 // The parts a checkpoint holds, in save order, by name (checkpoint::checkpoint_parts()).
 using StatefulParts = std::vector<std::pair<std::string, Stateful*>>;
 
+// The steps of the torchtitan checkpoints in `folder` (step-N folders holding a DCP
+// .metadata), ascending: a job resumes from them as from its own (torchtitan_part_reader.h).
+std::vector<int64_t> torchtitan_steps(const std::string& folder);
+
 class CheckpointManager {
  public:
   CheckpointManager(const config::TrainerConfig& cfg, StatefulParts parts,
@@ -39,13 +45,20 @@ class CheckpointManager {
   CheckpointManager& operator=(const CheckpointManager&) = delete;
 
   // The step to resume from: checkpoint.load_step (which must exist) or the newest complete
-  // checkpoint; nullopt when checkpointing is off or there is none.
+  // checkpoint, titan's or torchtitan's; nullopt when checkpointing is off or there is none.
   std::optional<int64_t> resumable_step() const;
+  // Whether `step` is a torchtitan checkpoint (restored with restore_torchtitan).
+  bool is_torchtitan_step(int64_t step) const;
   // Restores every part saved at `step` but those in checkpoint.exclude_from_loading.
   void resume(int64_t step);
   // Loads another job's training checkpoint folder (step-N) into this one: the model only when
   // `model_only`, else everything but checkpoint.exclude_from_loading.
   void load_from(const std::string& step_dir, bool model_only);
+  // Restores from a torchtitan checkpoint (already checked against the model): the model
+  // only when `model_only`, else everything but checkpoint.exclude_from_loading. Returns what
+  // was not carried, one line each.
+  std::vector<std::string> restore_torchtitan(const checkpoint::TorchtitanCheckpointReader& reader,
+                                              bool model_only);
 
   // Saves when checkpointing is on and `step` is on the interval or `last`.
   void maybe_save(int64_t step, bool last);

@@ -84,6 +84,19 @@ void DataLoaderState::load(const PartReader& in) {
   if (!s.is_null()) loader_.load_state(s);
 }
 
+std::string DataLoaderState::load_torchtitan(const nlohmann::json& position) {
+  if (position.is_null()) return "";  // the checkpoint's notes say why it has none
+  try {
+    const nlohmann::json& rank = position.at("ranks").at(0);
+    return loader_.load_torchtitan_position(
+        position.at("world_size").get<int64_t>(), rank.at("sample_idx").get<int64_t>(),
+        rank.at("epoch").get<int64_t>(), rank.at("inputs_buffer").get<std::vector<int64_t>>(),
+        rank.at("labels_buffer").get<std::vector<int64_t>>());
+  } catch (const nlohmann::json::exception&) {
+    return "its dataset state is not torchtitan 0.3.0's text dataset's";
+  }
+}
+
 PartState RngState::save() const {
   return {{{"cpu", at::detail::getDefaultCPUGenerator().get_state()}}, nullptr};
 }

@@ -89,6 +89,9 @@ class DataLoaderState : public Stateful {
   explicit DataLoaderState(data::DataLoader& loader) : loader_(loader) {}
   PartState save() const override { return {{}, saved_.value_or(loader_.state())}; }
   void load(const PartReader& in) override;
+  // torchtitan's data position (TorchtitanCheckpointReader::dataloader(); null: none), taken
+  // when this run reads the same rows the same way. Returns "" when taken, else why not.
+  std::string load_torchtitan(const nlohmann::json& position);
   // The position the next save records instead of the loader's (where a failed step began);
   // nullopt: the loader's own.
   void save_position(std::optional<nlohmann::json> position) { saved_ = std::move(position); }

@@ -1,8 +1,10 @@
 // What a job starts from, in torchtitan's order:
-//   1. resume: checkpointing is on and this job has a complete training checkpoint;
+//   1. resume: checkpointing is on and this job has a complete training checkpoint, titan's
+//      or torchtitan's (a DCP step-N; with checkpointing off such a step is one error, never
+//      passed over);
 //   2. an initial load of weights from checkpoint.initial_load_path (default: the
-//      model.hf_assets_path when checkpoint.initial_load_in_hf): a Hugging Face directory, or
-//      another job's training checkpoint folder (step-N);
+//      model.hf_assets_path when checkpoint.initial_load_in_hf): a Hugging Face directory,
+//      another job's training checkpoint folder (step-N), or a torchtitan checkpoint;
 //   3. the model as built (fresh, seeded initialisation).
 // The log says which happened.
 #pragma once

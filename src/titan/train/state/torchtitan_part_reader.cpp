@@ -78,9 +78,16 @@ std::vector<std::string> restore_from_torchtitan(
     const checkpoint::TorchtitanCheckpointReader& reader,
     const std::vector<std::pair<std::string, Stateful*>>& parts,
     const checkpoint::TensorLayout& layout, const std::vector<std::string>& exclude) {
-  std::vector<std::string> notes = reader.notes();
+  const auto loads = [&](const std::string& name) {
+    return std::find(exclude.begin(), exclude.end(), name) == exclude.end();
+  };
+  // The reader's notes on the data position matter only when the data loader's part is loaded.
+  std::vector<std::string> notes;
+  for (const std::string& note : reader.notes())
+    if (loads(checkpoint::kDataLoaderPart) || note.find("data position") == std::string::npos)
+      notes.push_back(note);
   for (const auto& [name, part] : parts) {
-    if (std::find(exclude.begin(), exclude.end(), name) != exclude.end()) continue;
+    if (!loads(name)) continue;
     if (name == checkpoint::kRngPart) continue;                      // torchtitan saves none
     if (name != checkpoint::kModelPart && !reader.full()) continue;  // model-only
     if (name == checkpoint::kDataLoaderPart) {

@@ -16,6 +16,7 @@
 #include "titan/models/common/decoder_plan.h"
 #include "titan/models/model_spec.h"
 #include "titan/transformers_backend/helper_py.h"
+#include "titan/transformers_backend/modules_py.h"
 #include "titan/transformers_backend/python_runtime.h"
 #include "titan/transformers_backend/transformers_model.h"
 
@@ -29,6 +30,14 @@ namespace {
 py::object helper_module() {
   static PyRef module;
   if (!module) {
+    // The helper's own modules first (modules_py.h), under the names helper.py imports.
+    py::dict installed = py::module_::import("sys").attr("modules");
+    for (const auto& [name, source] : kPythonModules) {
+      py::module_ part =
+          py::module_::create_extension_module(name, nullptr, new py::module_::module_def);
+      installed[name] = part;
+      py::exec(source, part.attr("__dict__"));
+    }
     py::module_ m = py::module_::create_extension_module("titan_transformers_helper", nullptr,
                                                          new py::module_::module_def);
     py::exec(kHelperSource, m.attr("__dict__"));

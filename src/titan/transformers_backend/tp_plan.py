@@ -91,6 +91,9 @@ def _regions(model, plan):
 def roles(model, names, sizes, output_name, degree):
     """[(role, dim)] for each parameter name (sizes: their shapes), role one of column, row,
     partial, replicated, vocabulary; or one error naming the model, the degree and why not."""
+    if any(".lora_" in n for n in names):
+        _refuse(model, degree, "its LoRA adapters (PEFT's layers, which the plan does not name) "
+                "are not split; train LoRA on this backend with data parallelism")
     plan = model_plan(model)
     decoder_entries = [k for k in plan if k.split(".")[0] != "lm_head"]
     if not decoder_entries:
@@ -110,8 +113,10 @@ def roles(model, names, sizes, output_name, degree):
     modules = dict(model.named_modules())
     config = model.config
     for region in regions:
-        plain_column = any(style_of(plan, f"{regions[region]}.{n}") == "colwise"
-                           for n, _ in region.named_parameters())
+        # (titan holds the parameters by now: the modules' paths carry the styles)
+        base = regions[region]
+        plain_column = any(style_of(plan, f"{base}.{n}" if n else base, is_weight=False) ==
+                           "colwise" for n, _ in region.named_modules())
         if plain_column and hasattr(region, "head_dim"):
             heads = config.num_attention_heads
             kv = getattr(config, "num_key_value_heads", None) or heads

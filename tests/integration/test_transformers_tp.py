@@ -1,8 +1,10 @@
 """Tensor parallelism on the Transformers backend, from each family's own tensor-parallel plan:
 under torchrun (Gloo, CPU), TP 2 gives the one-process losses, gradient norms and validation
-losses (float32, 4 steps, 1e-5) on the same global batch; the Transformers model and the native
+losses (float32, 3 steps, 1e-5) on the same global batch; the Transformers model and the native
 Qwen3 train to the same losses under TP 2 from one checkpoint; what a plan cannot honour is one
-error naming the family, the degree and why."""
+error naming the family, the degree and why. One family a distinct plan: Llama, Mistral and Qwen2
+have Granite's plan (Granite adds the logits factor and biases), Qwen3 adds replicated q/k norms
+and the tied vocabulary-parallel lookup, OLMo2 gathered projections, Phi-3 fused ones."""
 import shutil
 
 import pytest
@@ -12,12 +14,11 @@ from hf_families import make_family
 from launch import assert_close, curves, torchrun
 
 MODULE = "transformers_modeling_backend"
-STEPS = 4
+STEPS = 3
 TP2 = ["--parallelism.tensor_parallel_degree", "2",
        "--parallelism.enable_sequence_parallel", "false"]
-# The dense families (heads split, or gathered projections for OLMo2 and Phi-3); Qwen3 ties its
-# embedding to the head (the vocabulary-parallel lookup), Qwen2 and Granite have biases.
-FAMILIES = ["granite", "llama", "mistral", "olmo2", "phi3", "qwen2", "qwen3"]
+# The dense families with distinct tp_plans (Qwen3 is in the resume test below).
+FAMILIES = ["granite", "olmo2", "phi3"]
 
 
 def args(dump, corpus, hf_dir, *extra, backend="transformers", steps=STEPS):
@@ -41,7 +42,7 @@ def assert_same_run(dump, ref):
     assert len(losses) == STEPS
     assert_close(losses, ref_losses, "loss")
     assert_close(norms, ref_norms, "grad_norm")
-    assert len(validation_losses(ref)) == 2
+    assert len(validation_losses(ref)) >= 1
     assert_close(validation_losses(dump), validation_losses(ref), "validation loss")
 
 
@@ -53,16 +54,6 @@ def test_tp2_matches_one_process(tmp_path, small_corpus, tokenizer_dir, family):
     proc = torchrun(2, args(tmp_path / "tp", small_corpus, hf, *TP2))
     assert "tp=2" in proc.stdout
     assert_same_run(tmp_path / "tp", tmp_path / "one")
-
-
-def test_tp2_transformers_equals_native_qwen3(tmp_path, small_corpus, tokenizer_dir):
-    hf = tmp_path / "hf"
-    make_family(hf, "qwen3", tokenizer_dir)
-    torchrun(2, args(tmp_path / "native", small_corpus, hf, *TP2, backend="qwen3"))
-    torchrun(2, args(tmp_path / "hf_run", small_corpus, hf, *TP2))
-    (a, _), (b, _) = curves(tmp_path / "hf_run"), curves(tmp_path / "native")
-    assert len(a) == STEPS
-    assert_close(a, b, "loss")
 
 
 @pytest.mark.parametrize("family, overrides, extra, needle", [
@@ -86,24 +77,37 @@ def test_what_tp_cannot_honour_is_one_error(tmp_path, small_corpus, tokenizer_di
         assert "tensor_parallel_degree = 2" in error and family in error, error
 
 
-def test_tp2_checkpoint_resumes_under_fsdp2_with_the_same_export(tmp_path, small_corpus,
-                                                                  tokenizer_dir):
-    """TP 2 -> FSDP 2: the FSDP run exports the TP checkpoint's state as the same bytes the TP
-    run exported, and trains on to the one-process loss."""
+def test_tp2_qwen3_matches_one_process_and_native_and_resumes_under_fsdp2(
+        tmp_path, small_corpus, tokenizer_dir):
+    """Qwen3 (tied: the vocabulary-parallel lookup) under TP 2 gives the one-process run and the
+    native Qwen3's TP 2 run; its checkpoint resumes under FSDP 2, which exports the same bytes the
+    TP run exported and trains on to the one-process loss."""
     hf = tmp_path / "hf"
     make_family(hf, "qwen3", tokenizer_dir)
-    torchrun(1, args(tmp_path / "one", small_corpus, hf))
-    ref_losses, _ = curves(tmp_path / "one")
-    save = ["--checkpoint.enable", "--checkpoint.interval", "3", "--checkpoint.last_save_in_hf",
-            "--checkpoint.export_dtype", "float32"]
+    one = tmp_path / "one"
+    torchrun(1, args(one, small_corpus, hf, steps=STEPS + 1))
+    ref_losses, _ = curves(one)
+    save = ["--checkpoint.enable", "--checkpoint.interval", str(STEPS),
+            "--checkpoint.last_save_in_hf", "--checkpoint.export_dtype", "float32"]
     split = tmp_path / "tp"
-    torchrun(2, args(split, small_corpus, hf, *TP2, *save, steps=3))
-    assert_close(curves(split)[0], ref_losses[:3], "TP 2")
+    proc = torchrun(2, args(split, small_corpus, hf, *TP2, *save))
+    assert "tp=2" in proc.stdout
+    (losses, norms), (_, ref_norms) = curves(split), curves(one)
+    assert len(losses) == STEPS
+    assert_close(losses, ref_losses[:STEPS], "TP 2 loss")
+    assert_close(norms, ref_norms[:STEPS], "TP 2 grad_norm")
+    assert len(validation_losses(one)) >= 1
+    assert_close(validation_losses(split)[:1], validation_losses(one)[:1], "TP 2 validation loss")
+    native = tmp_path / "native"
+    torchrun(2, args(native, small_corpus, hf, *TP2, backend="qwen3"))
+    assert_close(curves(native)[0], losses, "native Qwen3 under TP 2")
     fsdp = tmp_path / "fsdp"
     shutil.copytree(split / "checkpoint", fsdp / "checkpoint")
     one_row = ["--training.local_batch_size", "1"]
-    torchrun(2, args(fsdp, small_corpus, hf, *one_row, *save, steps=3))
-    exported = "hf/step-3/model.safetensors"
+    torchrun(2, args(fsdp, small_corpus, hf, *one_row, *save))
+    exported = f"hf/step-{STEPS}/model.safetensors"
     assert (fsdp / exported).read_bytes() == (split / exported).read_bytes()
-    torchrun(2, args(fsdp, small_corpus, hf, *one_row, "--checkpoint.enable"))
-    assert_close([m["loss"] for m in read_metrics(fsdp)][-1:], ref_losses[3:], "TP 2 -> FSDP 2")
+    torchrun(2, args(fsdp, small_corpus, hf, *one_row, "--checkpoint.enable",
+                     steps=STEPS + 1))
+    assert_close([m["loss"] for m in read_metrics(fsdp)][-1:], ref_losses[STEPS:],
+                 "TP 2 -> FSDP 2")

@@ -235,7 +235,7 @@ def test_the_transformers_backend_refuses_context_parallelism(tmp_path, corpus):
                         tmp_path / "hf"], check=False, timeout=200)
     assert proc.returncode != 0
     assert ("parallelism.context_parallel_degree = 2: the Transformers backend (model.name = "
-            "transformers) trains with data parallelism only") in proc.stdout + proc.stderr
+            "transformers) has no context parallelism") in proc.stdout + proc.stderr
 
 
 def test_configs_print_shows_the_context_parallel_groups():

@@ -156,20 +156,6 @@ def test_bad_layouts_fail_with_one_clear_error(tmp_path, small_corpus, nproc, ki
     assert needle in proc.stdout + proc.stderr, (proc.stdout + proc.stderr)[-3000:]
 
 
-@pytest.mark.parametrize("degree,config", [("tensor_parallel_degree", "debugmodel"),
-                                           ("expert_parallel_degree", "debugmodel_moe")])
-def test_the_transformers_backend_refuses_model_parallelism(tmp_path, small_corpus, degree,
-                                                            config):
-    module = "transformers_modeling_backend"
-    proc = torchrun(2, ["train", "--module", module, "--config", f"{module}_{config}",
-                        f"--parallelism.{degree}", "2", "--training.steps", "1",
-                        "--training.dataset_path", small_corpus, "--job.dump_folder",
-                        tmp_path / "hf"], check=False, timeout=200)
-    assert proc.returncode != 0
-    assert (f"parallelism.{degree} = 2: the Transformers backend (model.name = "
-            "transformers) trains with data parallelism only") in proc.stdout + proc.stderr
-
-
 def test_configs_print_shows_the_mesh_torch_lays_out(tmp_path):
     """The groups of rank 0 are the slices of torch.arange(world) viewed as the mesh
     [pp, dp_replicate, dp_shard, cp, tp] (torchtitan's layout), ep the inner ep ranks of

@@ -12,6 +12,8 @@ import json
 import torch
 import transformers
 
+import titan_families
+
 # titan prints its own progress; Transformers' bars and warnings would break its one-line errors.
 transformers.utils.logging.set_verbosity_error()
 transformers.utils.logging.disable_progress_bar()
@@ -65,6 +67,10 @@ def build(config, pretrained_dir, seed, device, dtype):
         raise
     model.to(device=torch.device(device))
     model.train()
+    titan_families.check_balancing(model)
+    # titan applies the head in its loss: a family's constant factor on the logits (Granite's
+    # logits_scaling) goes on the last hidden state instead.
+    model._titan_logits_scale = titan_families.logits_scale(model)
     # What save_pretrained records, so that exports name their class.
     model.config.architectures = [type(model).__name__]
     return model
@@ -170,13 +176,14 @@ def decoder_forward(model, decoder, ids, router, position_ids=None):
     aux = None
     logits = getattr(out, "router_logits", None)
     if router and logits is not None:
-        import sys
-        balance = getattr(sys.modules[type(model).__module__], "load_balancing_loss_func", None)
+        balance = titan_families.auxiliary_loss_function(model)
         if balance is not None:
             c = model.config
             experts = getattr(c, "num_experts", None) or getattr(c, "num_local_experts")
             aux = c.router_aux_loss_coef * balance(logits, experts, c.num_experts_per_tok, None)
-    return out.last_hidden_state, aux
+    hidden = out.last_hidden_state
+    scale = getattr(model, "_titan_logits_scale", 1.0)
+    return (hidden if scale == 1.0 else hidden * scale), aux
 
 
 def adaptable_modules(model):

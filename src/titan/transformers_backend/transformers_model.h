@@ -89,6 +89,9 @@ class TITAN_PYBIND_HIDDEN TransformersModel : public models::Model, public model
   const std::vector<int64_t>& flops_numbers() const { return flops_numbers_; }
   bool tied() const { return tied_; }
   const std::string& input_embedding_name() const { return input_embedding_name_; }
+  const std::string& output_name() const { return slots_[output_slot_].name; }
+  // The AutoModelForCausalLM (GIL held to use it).
+  pybind11::object python_model() const { return *model_; }
 
   // Puts the current slot tensors of `slots` into the Python modules (GIL held).
   void push(const std::vector<size_t>& slots);

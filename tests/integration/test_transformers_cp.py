@@ -50,8 +50,7 @@ def validation_losses(dump):
             if "validation_metrics/loss" in m]
 
 
-@pytest.mark.parametrize("documents", [True, False], ids=["documents", "causal"])
-def test_cp2_matches_one_process(tmp_path, corpus, hf_dir, documents):
+def test_cp2_with_documents_matches_one_process(tmp_path, corpus, hf_dir, documents=True):
     torchrun(1, args(tmp_path / "one", corpus, hf_dir, documents=documents))
     proc = torchrun(2, args(tmp_path / "cp2", corpus, hf_dir, "--parallelism.context_parallel_degree",
                             2, documents=documents))

@@ -62,27 +62,47 @@ def validation_losses(dump):
             if "validation_metrics/loss" in m]
 
 
+SAVE = ["--checkpoint.enable", "--checkpoint.interval", 2, "--checkpoint.last_save_in_hf"]
+
+
 @pytest.fixture(scope="module")
 def single(tmp_path_factory, small_corpus, models):
-    """One process per model; the tied one checkpoints at step 2 and exports at the end."""
+    """One process per model (the tied one validates)."""
     out = {}
     for kind, model_dir in models.items():
         dump = tmp_path_factory.mktemp("single") / kind
-        torchrun(1, args(dump, small_corpus, model_dir, *VALIDATION, "--validator.dataset_path",
-                         small_corpus))
+        extra = [*VALIDATION, "--validator.dataset_path", small_corpus] if kind == "tied" else []
+        torchrun(1, args(dump, small_corpus, model_dir, *extra))
         out[kind] = dump
     return out
 
 
+@pytest.fixture(scope="module")
+def pp2(tmp_path_factory, small_corpus, models):
+    """PP 2 (1F1B) on the tied model: validates, checkpoints at steps 2 and 4, exports at 4."""
+    dump = tmp_path_factory.mktemp("pp2") / "run"
+    torchrun(2, args(dump, small_corpus, models["tied"], *pp(), *SAVE, *VALIDATION,
+                     "--validator.dataset_path", small_corpus))
+    return dump
+
+
+def test_pp2_matches_one_process(pp2, single):
+    (losses, norms), (ref_losses, ref_norms) = curves(pp2), curves(single["tied"])
+    assert len(ref_losses) == STEPS
+    assert_close(losses, ref_losses, "loss")
+    assert_close(norms, ref_norms, "grad_norm")
+    assert len(validation_losses(single["tied"])) == 1
+    assert_close(validation_losses(pp2), validation_losses(single["tied"]), "validation loss")
+
+
 # name: (processes, model, overrides)
 LAYOUTS = {
-    "GPipe": (2, "tied", pp("GPipe")),
-    "1F1B": (2, "tied", pp("1F1B")),
     "Interleaved1F1B": (2, "tied", pp("Interleaved1F1B")),
     "InterleavedZeroBubble": (2, "tied", pp("InterleavedZeroBubble")),
     # The first and the last stage on one rank: an untied model.
     "ZBVZeroBubble": (2, "untied", pp("ZBVZeroBubble")),
-    "pp2_fsdp2": (4, "tied", [*pp("1F1B", 2), "--activation_checkpoint.mode", "full"]),
+    # FSDP 2 within each stage, the blocks recomputed in backward.
+    "pp2_fsdp2_ac": (4, "tied", [*pp("1F1B", 2), "--activation_checkpoint.mode", "full"]),
 }
 
 
@@ -90,35 +110,29 @@ LAYOUTS = {
 def test_layout_matches_one_process(tmp_path, small_corpus, models, single, layout):
     nproc, kind, extra = LAYOUTS[layout]
     dump = tmp_path / "run"
-    torchrun(nproc, args(dump, small_corpus, models[kind], *extra, *VALIDATION,
-                         "--validator.dataset_path", small_corpus))
+    torchrun(nproc, args(dump, small_corpus, models[kind], *extra))
     (losses, norms), (ref_losses, ref_norms) = curves(dump), curves(single[kind])
     assert len(ref_losses) == STEPS
     assert_close(losses, ref_losses, f"{layout} loss")
     assert_close(norms, ref_norms, f"{layout} grad_norm")
-    assert len(validation_losses(single[kind])) == 1
-    assert_close(validation_losses(dump), validation_losses(single[kind]), "validation loss")
 
 
-def test_path1_matches_the_native_model_under_pp2(tmp_path, small_corpus, models):
-    native, hf = tmp_path / "native", tmp_path / "hf"
+def test_path1_matches_the_native_model_under_pp2(tmp_path, small_corpus, models, pp2):
+    native = tmp_path / "native"
     torchrun(2, args(native, small_corpus, models["tied"], *pp(), backend="qwen3"))
-    torchrun(2, args(hf, small_corpus, models["tied"], *pp()))
-    assert_close(curves(hf)[0], curves(native)[0], "loss")
+    assert_close(curves(pp2)[0], curves(native)[0], "loss")
 
 
-def test_pp2_resumes_on_one_process_with_the_same_export(tmp_path, small_corpus, models):
-    """Checkpoints hold each stage's tensors under the whole model's names: a PP 2 run's step-2
-    checkpoint resumes on one process, and both exports at step 4 are the same bytes."""
-    save = ["--checkpoint.enable", "--checkpoint.interval", 2, "--checkpoint.last_save_in_hf"]
-    staged, resumed = tmp_path / "pp2", tmp_path / "one"
-    torchrun(2, args(staged, small_corpus, models["tied"], *pp(), *save))
+def test_pp2_resumes_on_one_process_with_the_same_export(tmp_path, small_corpus, models, pp2):
+    """Checkpoints hold each stage's tensors under the whole model's names: the PP 2 run's
+    step-2 checkpoint resumes on one process, and both exports at step 4 are the same bytes."""
+    resumed = tmp_path / "one"
     (resumed / "checkpoint").mkdir(parents=True)
-    shutil.copytree(staged / "checkpoint" / "step-2", resumed / "checkpoint" / "step-2")
-    torchrun(1, args(resumed, small_corpus, models["tied"], *save))
-    assert_close(curves(resumed)[0], curves(staged)[0][2:], "PP 2 -> 1 loss")
+    shutil.copytree(pp2 / "checkpoint" / "step-2", resumed / "checkpoint" / "step-2")
+    torchrun(1, args(resumed, small_corpus, models["tied"], *SAVE))
+    assert_close(curves(resumed)[0], curves(pp2)[0][2:], "PP 2 -> 1 loss")
     ours = resumed / "hf" / "step-4" / "model.safetensors"
-    assert ours.read_bytes() == (staged / "hf" / "step-4" / "model.safetensors").read_bytes()
+    assert ours.read_bytes() == (pp2 / "hf" / "step-4" / "model.safetensors").read_bytes()
 
 
 def test_layers_that_are_not_a_plain_sequence_are_refused(tmp_path, small_corpus):

@@ -220,13 +220,17 @@ void TransformersModel::keep_only(const models::StageParts& parts) {
   for (size_t s : root_->slots()) unit_of.emplace_back(s, -2);
   py::gil_scoped_acquire gil;
   try {
-    receiver_ = hold(python_module("stages").attr("keep_only")(*model_, p.first_layer,
-                                                              p.end_layer, p.head));
+    py::list names;
+    for (const Slot& slot : slots_) names.append(slot.name);
     const py::list all_sites = *sites_;
+    receiver_ = hold(python_module("stages").attr("keep_only")(*model_, names, all_sites,
+                                                              p.first_layer, p.end_layer, p.head));
     py::list released;
     for (const auto& [slot, unit] : unit_of) {
       if (holds_slot(slot, unit)) continue;
       released.append(all_sites[slot]);
+      slots_[slot].released = at::empty(slots_[slot].tensor.sizes(),
+                                         slots_[slot].tensor.options().device(at::kMeta));
       slots_[slot].tensor = at::Tensor();
     }
     python_module("stages").attr("release")(released);
@@ -314,6 +318,18 @@ NamedTensors TransformersModel::named_parameters() {
   NamedTensors out;
   for (const Slot& s : slots_)
     if (s.tensor.defined()) out.emplace_back(s.name, s.tensor);
+  return out;
+}
+
+NamedTensors TransformersModel::initialisation_order() {
+  NamedTensors out;
+  for (const Slot& s : slots_) {
+    if (s.tensor.defined()) {
+      out.emplace_back(s.name, s.tensor);
+    } else if (s.released.defined()) {
+      out.emplace_back(s.name, s.released);
+    }
+  }
   return out;
 }
 

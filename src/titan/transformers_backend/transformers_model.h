@@ -68,6 +68,9 @@ class TITAN_PYBIND_HIDDEN TransformersModel : public models::Model,
                                      const models::PackedDocuments& documents) override;
   at::Tensor output_weight() override;
   NamedTensors named_parameters() override;
+  // Every parameter of the whole model, those another pipeline stage holds as shapes (the
+  // pipeline's export gathers them in this order).
+  NamedTensors initialisation_order() override;
   nlohmann::json hf_config(const std::string& dtype) const override;
   // From config.json's usual keys (hidden_size, num_hidden_layers, ...; MoE's when present).
   models::ModelShape shape() const override;
@@ -132,6 +135,7 @@ class TITAN_PYBIND_HIDDEN TransformersModel : public models::Model,
   struct Slot {
     std::string name;
     at::Tensor tensor;
+    at::Tensor released;  // a pipeline stage's: on the meta device, what another stage holds
   };
   void patch(HfUnit& unit, pybind11::object module);
   // The decoder forward of the whole model, with positions and document ids when defined.

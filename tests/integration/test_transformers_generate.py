@@ -19,7 +19,7 @@ PROMPT = "def fibonacci(n):"
 @pytest.fixture(scope="module")
 def hf_dir(tmp_path_factory, tokenizer_dir):
     path = tmp_path_factory.mktemp("hf") / "model"
-    make_hf_model(path, moe=False, tied=False, seed=4, tokenizer_dir=tokenizer_dir)
+    make_hf_model(path, moe=False, tied=True, seed=4, tokenizer_dir=tokenizer_dir)
     return path
 
 

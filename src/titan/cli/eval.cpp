@@ -66,11 +66,11 @@ int run_eval(const Args& args) {
     std::cout << kHelp;
     return 0;
   }
-  const FlagParser flags(args, "eval",
-                         {"--model", "--data", "--seq-len", "--steps", "--batch-size",
-                          "--tokenizer", "--eos-token", "--device", "--text-field", "--packing",
-                          "--backend"},
-                         {"--document-masking", "--sft"});
+  const FlagParser flags(
+      args, "eval",
+      {"--model", "--data", "--seq-len", "--steps", "--batch-size", "--tokenizer", "--eos-token",
+       "--device", "--text-field", "--packing", "--backend"},
+      {"--document-masking", "--sft"});
   // Data errors advise eval's flags, not training's config keys.
   data::set_setting_names({"--text-field", "--sft"});
   const std::string packing =

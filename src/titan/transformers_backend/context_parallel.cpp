@@ -16,8 +16,7 @@ void apply_context_parallel(TransformersModel& model, models::ParallelContext& p
   const models::ContextParallelAttention cp = parallel.context_parallel_attention();
   TITAN_CHECK(static_cast<bool>(cp), "context parallelism: no context parallel attention");
   const kernels::Implementation& impl = kernels::kernel_registry().default_for(
-      kernels::Op::kContextAttention, model.output_weight().device().type(),
-      model.compute_dtype());
+      kernels::Op::kContextAttention, model.output_weight().device().type(), model.compute_dtype());
   const auto kernel = std::get<kernels::ContextAttentionFn>(impl.fn);
   py::gil_scoped_acquire gil;
   py::cpp_function attend([cp, kernel](const at::Tensor& q, const at::Tensor& k,

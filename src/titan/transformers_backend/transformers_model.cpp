@@ -76,7 +76,7 @@ TransformersModel::TransformersModel(py::object model, py::object helper,
     // titan's leaf: the same storage as the Transformers parameter it replaces.
     at::Tensor t = tensors[i].cast<at::Tensor>().detach();
     t.requires_grad_(true);
-    slots_.push_back({names[i], t});
+    slots_.push_back({names[i], t, at::Tensor()});
   }
   std::vector<size_t> root, embedding;
   std::vector<std::vector<size_t>> per_layer(py::len(layers));
@@ -170,8 +170,8 @@ models::ModelOutput TransformersModel::run(const at::Tensor& input_ids,
                                       ? documents.document_ids.to(dev, at::kLong)
                                       : at::Tensor();
   auto aux = std::make_shared<at::Tensor>();
-  const models::Tensors out = root_->forward(
-      inputs, [this, aux, document_ids](const models::Tensors& in) -> py::object {
+  const models::Tensors out =
+      root_->forward(inputs, [this, aux, document_ids](const models::Tensors& in) -> py::object {
         py::object positions = in.size() > 1 ? py::cast(in[1]) : py::none();
         py::object ids = document_ids.defined() ? py::cast(document_ids) : py::none();
         py::tuple r = helper_->attr("decoder_forward")(*model_, *decoder_, in[0], router_logits_,
@@ -224,20 +224,21 @@ void TransformersModel::keep_only(const models::StageParts& parts) {
     for (const Slot& slot : slots_) names.append(slot.name);
     const py::list all_sites = *sites_;
     receiver_ = hold(python_module("stages").attr("keep_only")(*model_, names, all_sites,
-                                                              p.first_layer, p.end_layer, p.head));
+                                                               p.first_layer, p.end_layer, p.head));
     py::list released;
     for (const auto& [slot, unit] : unit_of) {
       if (holds_slot(slot, unit)) continue;
       released.append(all_sites[slot]);
-      slots_[slot].released = at::empty(slots_[slot].tensor.sizes(),
-                                         slots_[slot].tensor.options().device(at::kMeta));
+      slots_[slot].released =
+          at::empty(slots_[slot].tensor.sizes(), slots_[slot].tensor.options().device(at::kMeta));
       slots_[slot].tensor = at::Tensor();
     }
     python_module("stages").attr("release")(released);
   } catch (const py::error_already_set& e) {
-    fail("parallelism.pipeline_parallel_degree > 1: the Transformers backend cannot cut this "
-         "model into pipeline stages: ",
-         describe(e));
+    fail(
+        "parallelism.pipeline_parallel_degree > 1: the Transformers backend cannot cut this "
+        "model into pipeline stages: ",
+        describe(e));
   }
   std::vector<std::unique_ptr<HfUnit>> held;
   for (size_t i = 0; i < layers_.size(); ++i)
@@ -265,17 +266,14 @@ models::StageOutput TransformersModel::forward_stage(const models::StageInput& i
   const at::Tensor document_ids = pass_document_ids_ && input.document_ids.defined()
                                       ? input.document_ids.to(dev, at::kLong)
                                       : at::Tensor();
-  const models::Tensors out =
-      root_->forward({first ? x.to(dev, at::kLong) : x},
-                     [this, first, positions, document_ids](const models::Tensors& in) {
-                       auto maybe = [](const at::Tensor& t) {
-                         return t.defined() ? py::cast(t) : py::none();
-                       };
-                       return python_module("stages").attr("stage_forward")(
-                           *decoder_, first ? py::cast(in[0]) : py::none(),
-                           first ? py::none() : py::cast(in[0]), *receiver_, maybe(positions),
-                           maybe(document_ids));
-                     });
+  const models::Tensors out = root_->forward(
+      {first ? x.to(dev, at::kLong) : x},
+      [this, first, positions, document_ids](const models::Tensors& in) {
+        auto maybe = [](const at::Tensor& t) { return t.defined() ? py::cast(t) : py::none(); };
+        return python_module("stages").attr("stage_forward")(
+            *decoder_, first ? py::cast(in[0]) : py::none(), first ? py::none() : py::cast(in[0]),
+            *receiver_, maybe(positions), maybe(document_ids));
+      });
   result.hidden = out[0];
   return result;
 }
@@ -292,9 +290,9 @@ at::Tensor TransformersModel::forward_cached(const at::Tensor& input_ids, models
   py::tuple r;
   try {
     r = python_module("generation")
-            .attr("forward_cached")(*model_, ids,
-                                    cache.length == 0 || !generation_cache_ ? py::none()
-                                                                            : *generation_cache_)
+            .attr("forward_cached")(
+                *model_, ids,
+                cache.length == 0 || !generation_cache_ ? py::none() : *generation_cache_)
             .cast<py::tuple>();
   } catch (const py::error_already_set& e) {
     fail("the Transformers model failed to decode: ", describe(e));
@@ -417,7 +415,7 @@ void TransformersModel::add_adapters(const std::vector<std::string>& weight_name
     at::Tensor t = tensors[i].cast<at::Tensor>().detach();
     t.requires_grad_(true);
     sites.append(py::list(added[2])[i]);
-    slots_.push_back({names[i], t});
+    slots_.push_back({names[i], t, at::Tensor()});
     layers_.at(units[i])->add_slot(slots_.size() - 1);
   }
   // The Python modules read the new tensors from their first forward on.

@@ -53,9 +53,9 @@ class TITAN_PYBIND_HIDDEN HfUnit : public models::Module {
 };
 
 class TITAN_PYBIND_HIDDEN TransformersModel : public models::Model,
-                                               public models::LoraHost,
-                                               public models::StageForward,
-                                               public models::IncrementalDecoder {
+                                              public models::LoraHost,
+                                              public models::StageForward,
+                                              public models::IncrementalDecoder {
  public:
   // `model` is the built AutoModelForCausalLM; the GIL must be held.
   TransformersModel(pybind11::object model, pybind11::object helper, at::ScalarType compute_dtype);

@@ -4,8 +4,8 @@ all-gathered in attention, and each layout gives the single-process losses, grad
 validation losses (float32, 4 steps, 1e-5) for the same global batch, with causal rows and with
 packed documents that cross the chunk boundaries; composed with FSDP, TP (sequence parallel)
 and EP; checkpoints reshard between CP and other layouts and the Hugging Face export does not
-depend on the layout; a length that does not split and the Transformers backend fail with one
-clear error each."""
+depend on the layout; a length that does not split fails with one clear error (the
+Transformers backend's context parallelism: test_transformers_cp.py)."""
 import json
 import os
 import shutil
@@ -225,17 +225,6 @@ def test_a_length_that_does_not_split_is_one_clear_error(tmp_path, corpus, balan
     assert needle in out, out[-3000:]
     if balancer != "ptrr":
         assert "parallelism.context_parallel_degree = 2" in out
-
-
-def test_the_transformers_backend_refuses_context_parallelism(tmp_path, corpus):
-    module = "transformers_modeling_backend"
-    proc = torchrun(2, ["train", "--module", module, "--config", f"{module}_debugmodel",
-                        "--parallelism.context_parallel_degree", "2", "--training.steps", "1",
-                        "--training.dataset_path", corpus, "--job.dump_folder",
-                        tmp_path / "hf"], check=False, timeout=200)
-    assert proc.returncode != 0
-    assert ("parallelism.context_parallel_degree = 2: the Transformers backend (model.name = "
-            "transformers) has no context parallelism") in proc.stdout + proc.stderr
 
 
 def test_configs_print_shows_the_context_parallel_groups():

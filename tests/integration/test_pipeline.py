@@ -284,18 +284,6 @@ def test_configs_print_shows_the_pipeline_in_the_mesh():
     assert 'pipeline_parallel_schedule = "1F1B"' in proc.stdout
 
 
-def test_the_transformers_backend_refuses_a_pipeline(tmp_path, small_corpus):
-    module = "transformers_modeling_backend"
-    proc = torchrun(2, ["train", "--module", module, "--config", f"{module}_debugmodel",
-                        "--parallelism.pipeline_parallel_degree", "2", "--training.steps", "1",
-                        "--training.dataset_path", small_corpus, "--job.dump_folder",
-                        tmp_path / "hf"], check=False, timeout=200)
-    assert proc.returncode != 0
-    assert ("parallelism.pipeline_parallel_degree = 2: model.name = transformers "
-            "(Hugging Face Transformers' own model, trained by titan) cannot be split into "
-            "pipeline stages") in proc.stdout + proc.stderr, proc.stdout[-3000:]
-
-
 @pytest.mark.parametrize("how", ["killed", "stopped"])
 def test_a_dead_stage_stops_the_pipeline_naming_it(tmp_path, small_corpus, how):
     """Stage 1 dies (or hangs) mid-schedule: stage 0, waiting for its gradients, stops within

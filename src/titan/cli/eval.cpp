@@ -30,7 +30,7 @@ constexpr const char* kHelp =
                   [--base HF_DIR]
                   [--batch-size 1] [--tokenizer DIR] [--eos-token "<|endoftext|>"] [--device auto|cpu|cuda]
                   [--text-field text] [--packing megatron|hf_flattening|torchtitan]
-                  [--document-masking] [--sft]
+                  [--document-masking] [--sft] [--backend native|transformers]
 
 Mean token loss of a model on a dataset (.jsonl with a "text" field, or .txt), packed exactly
 as training packs it (documents joined by the eos token, windows of seq-len + 1 tokens, labels
@@ -81,7 +81,7 @@ int run_eval(const Args& args) {
   const FlagParser flags(
       args, "eval",
       {"--model", "--data", "--seq-len", "--steps", "--batch-size", "--tokenizer", "--eos-token",
-       "--device", "--text-field", "--packing", "--base"},
+       "--device", "--text-field", "--packing", "--base", "--backend"},
       {"--document-masking", "--sft"});
   // Data errors advise eval's flags, not training's config keys.
   data::set_setting_names({"--text-field", "--sft"});
@@ -102,7 +102,8 @@ int run_eval(const Args& args) {
               "titan eval: --seq-len, --steps and --batch-size must be positive");
   models::BuildOptions options;
   options.device = train::resolve_device(flags.get("--device", "auto"));
-  LoadedModel loaded = load_model(flags.require("--model"), options, "", flags.get("--base"));
+  LoadedModel loaded =
+      load_model(flags.require("--model"), options, backend_spec(flags), flags.get("--base"));
   // The batches' buffers reused from one to the next, once loading has given back what it freed.
   keep_freed_blocks_for_reuse();
   const std::string tokenizer_dir = flags.get("--tokenizer", loaded.tokenizer_dir);

@@ -21,6 +21,7 @@ constexpr const char* kHelp =
                       [--temperature 0.7] [--top-k 20] [--seed 0] [--tokenizer DIR]
                       [--device auto|cpu|cuda] [--print-ids] [--ignore-eos]
                       [--base HF_DIR] [--chat] [--chat-template-kwargs JSON]
+                      [--backend native|transformers]
 
 Continues TEXT with the model, decoding incrementally with a KV cache. --temperature 0 is
 greedy decoding; otherwise tokens are sampled from the softmax of logits/temperature,
@@ -36,6 +37,9 @@ of an assistant's reply (apply_chat_template(..., add_generation_prompt=True)), 
 reply is printed. --chat-template-kwargs JSON passes more variables to the template, as
 apply_chat_template's keyword arguments: '{"enable_thinking": false}' makes Qwen3 answer without
 its thinking block.
+--backend transformers runs a Hugging Face folder with Transformers' own model (its own KV cache,
+docs/transformers_backend.md) instead of titan's native one; a training checkpoint runs with the
+model it was trained with.
 )";
 
 std::vector<int64_t> eos_ids(const nlohmann::json& hf_config) {
@@ -67,10 +71,11 @@ int run_generate(const Args& args) {
     std::cout << kHelp;
     return 0;
   }
-  const FlagParser flags(args, "generate",
-                         {"--model", "--prompt", "--max-new-tokens", "--temperature", "--top-k",
-                          "--seed", "--tokenizer", "--device", "--base", "--chat-template-kwargs"},
-                         {"--print-ids", "--ignore-eos", "--chat"});
+  const FlagParser flags(
+      args, "generate",
+      {"--model", "--prompt", "--max-new-tokens", "--temperature", "--top-k", "--seed",
+       "--tokenizer", "--device", "--base", "--chat-template-kwargs", "--backend"},
+      {"--print-ids", "--ignore-eos", "--chat"});
   const int64_t max_new = flags.get_int("--max-new-tokens", 64);
   const double temperature = flags.get_double("--temperature", 0.7);
   const int64_t top_k = flags.get_int("--top-k", 20);
@@ -79,7 +84,8 @@ int run_generate(const Args& args) {
   models::BuildOptions options;
   options.device = train::resolve_device(flags.get("--device", "auto"));
   if (options.device.is_cuda()) options.compute_dtype = options.param_dtype = at::kBFloat16;
-  LoadedModel loaded = load_model(flags.require("--model"), options, "", flags.get("--base"));
+  LoadedModel loaded =
+      load_model(flags.require("--model"), options, backend_spec(flags), flags.get("--base"));
   const std::string tokenizer_dir = flags.get("--tokenizer", loaded.tokenizer_dir);
   TITAN_CHECK(!tokenizer_dir.empty(), "titan generate: no tokenizer.json next to the model; ",
               "pass --tokenizer DIR");

@@ -188,4 +188,11 @@ LoadedModel load_model(const std::string& path, const models::BuildOptions& opti
   return load_checkpoint(store.step_dir(steps.back()), options);
 }
 
+std::string backend_spec(const FlagParser& flags) {
+  const std::string backend = flags.get("--backend", "native");
+  TITAN_CHECK(backend == "native" || backend == "transformers", "--backend '", backend,
+              "' is not native or transformers");
+  return backend == "transformers" ? "transformers" : "";
+}
+
 }  // namespace titan::cli

@@ -34,4 +34,8 @@ struct LoadedModel {
 LoadedModel load_model(const std::string& path, const models::BuildOptions& options,
                        const std::string& spec_name = "", const std::string& adapter_base = "");
 
+// The spec_name of a subcommand's --backend native|transformers flag ("" for native); throws
+// naming another value.
+std::string backend_spec(const FlagParser& flags);
+
 }  // namespace titan::cli

@@ -50,6 +50,7 @@ ModelSpec transformers_backend_spec() {
   spec.flops_per_token = [](Model& model, int64_t seq_len) {
     return backend().flops_per_token(model, seq_len);
   };
+  spec.pipeline = [](Model& model, const StageParts& parts) { backend().pipeline(model, parts); };
   return spec;
 }
 

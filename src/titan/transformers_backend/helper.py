@@ -162,16 +162,19 @@ def plan(model):
             flops_numbers(model.config), router)
 
 
-def decoder_forward(model, decoder, ids, router, position_ids=None):
+def decoder_forward(model, decoder, ids, router, position_ids=None, document_ids=None):
     """The decoder's last hidden states (after its final norm), and the auxiliary loss of an MoE
     model that asks for one (output_router_logits), scaled as the model's own forward does.
 
     With position_ids that restart at 0 where a packed document starts (titan's document
     masking), Transformers builds the block-causal mask itself, as it does for
-    DataCollatorWithFlattening's rows: a document attends to itself only."""
+    DataCollatorWithFlattening's rows: a document attends to itself only. Document ids reach
+    the attention function as titan_document_ids (context parallelism: context_attention.py)."""
     extra = {"output_router_logits": True} if router else {}
     if position_ids is not None:
         extra["position_ids"] = position_ids
+    if document_ids is not None:
+        extra["titan_document_ids"] = document_ids
     out = decoder(input_ids=ids, use_cache=False, **extra)
     aux = None
     logits = getattr(out, "router_logits", None)

@@ -7,6 +7,7 @@
 
 #include "titan/common/error.h"
 #include "titan/kernels/registry.h"
+#include "titan/transformers_backend/python_modules.h"
 #include "titan/transformers_backend/python_runtime.h"
 
 namespace py = pybind11;
@@ -75,7 +76,7 @@ TransformersModel::TransformersModel(py::object model, py::object helper,
     // titan's leaf: the same storage as the Transformers parameter it replaces.
     at::Tensor t = tensors[i].cast<at::Tensor>().detach();
     t.requires_grad_(true);
-    slots_.push_back({names[i], t});
+    slots_.push_back({names[i], t, at::Tensor()});
   }
   std::vector<size_t> root, embedding;
   std::vector<std::vector<size_t>> per_layer(py::len(layers));
@@ -149,28 +150,32 @@ void TransformersModel::patch(HfUnit& unit, py::object module) {
 }
 
 models::ModelOutput TransformersModel::forward(const at::Tensor& input_ids) {
-  return run(input_ids, at::Tensor());
+  return run(input_ids, models::PackedDocuments());
 }
 
 models::ModelOutput TransformersModel::forward_packed(const at::Tensor& input_ids,
                                                       const models::PackedDocuments& documents) {
-  return run(input_ids, documents.positions);
+  return run(input_ids, documents);
 }
 
 models::ModelOutput TransformersModel::run(const at::Tensor& input_ids,
-                                           const at::Tensor& positions) {
+                                           const models::PackedDocuments& documents) {
   TITAN_CHECK(input_ids.dim() == 2, "input ids must be [batch, seq], got ", input_ids.sizes());
-  const at::Device device = slots_[output_slot_].tensor.device();
-  const at::Tensor ids = input_ids.to(device, at::kLong);
+  TITAN_CHECK(!stage_, "a pipeline stage of the Transformers model runs through forward_stage");
+  const at::Device dev = device();
+  const at::Tensor ids = input_ids.to(dev, at::kLong);
   models::Tensors inputs = {ids};
-  if (positions.defined()) inputs.push_back(positions.to(device, at::kLong));
+  if (documents.positions.defined()) inputs.push_back(documents.positions.to(dev, at::kLong));
+  const at::Tensor document_ids = pass_document_ids_ && documents.document_ids.defined()
+                                      ? documents.document_ids.to(dev, at::kLong)
+                                      : at::Tensor();
   auto aux = std::make_shared<at::Tensor>();
   const models::Tensors out =
-      root_->forward(inputs, [this, aux](const models::Tensors& in) -> py::object {
-        py::tuple r =
-            in.size() > 1
-                ? helper_->attr("decoder_forward")(*model_, *decoder_, in[0], router_logits_, in[1])
-                : helper_->attr("decoder_forward")(*model_, *decoder_, in[0], router_logits_);
+      root_->forward(inputs, [this, aux, document_ids](const models::Tensors& in) -> py::object {
+        py::object positions = in.size() > 1 ? py::cast(in[1]) : py::none();
+        py::object ids = document_ids.defined() ? py::cast(document_ids) : py::none();
+        py::tuple r = helper_->attr("decoder_forward")(*model_, *decoder_, in[0], router_logits_,
+                                                       positions, ids);
         if (!r[1].is_none()) *aux = r[1].cast<at::Tensor>();
         return r[0];
       });
@@ -180,12 +185,149 @@ models::ModelOutput TransformersModel::run(const at::Tensor& input_ids,
   return result;
 }
 
+at::Device TransformersModel::device() const {
+  for (const Slot& s : slots_)
+    if (s.tensor.defined()) return s.tensor.device();
+  return at::kCPU;
+}
+
+bool TransformersModel::holds_slot(size_t slot, int64_t unit) const {
+  // unit: n for decoder layer n, -1 for the untied input embedding, -2 for the root.
+  const models::StageParts& p = *stage_;
+  if (unit >= 0) return unit >= p.first_layer && unit < p.end_layer;
+  if (unit == -1) return p.embedding;
+  if (slot == output_slot_ && tied_) return p.embedding || p.head;
+  return p.head;  // the head, the final norm (stages.py refuses anything else in the root)
+}
+
+void TransformersModel::keep_only(const models::StageParts& parts) {
+  const auto n = static_cast<int64_t>(layers_.size());
+  models::StageParts p = parts;
+  if (p.end_layer < 0) p.end_layer = n;
+  TITAN_CHECK(p.first_layer >= 0 && p.first_layer <= p.end_layer && p.end_layer <= n,
+              "pipeline stage: layers [", p.first_layer, ", ", p.end_layer,
+              ") outside the model's ", n);
+  TITAN_CHECK(!router_logits_,
+              "parallelism.pipeline_parallel_degree > 1: the Transformers backend does not run "
+              "the MoE auxiliary loss (model.moe_load_balancing = \"aux_loss\") under pipeline "
+              "parallelism yet; use model.moe_load_balancing = \"none\"");
+  stage_ = p;
+  std::vector<std::pair<size_t, int64_t>> unit_of;  // (slot, unit)
+  for (size_t i = 0; i < layers_.size(); ++i)
+    for (size_t s : layers_[i]->slots()) unit_of.emplace_back(s, static_cast<int64_t>(i));
+  if (embedding_)
+    for (size_t s : embedding_->slots()) unit_of.emplace_back(s, -1);
+  for (size_t s : root_->slots()) unit_of.emplace_back(s, -2);
+  py::gil_scoped_acquire gil;
+  try {
+    py::list names;
+    for (const Slot& slot : slots_) names.append(slot.name);
+    const py::list all_sites = *sites_;
+    receiver_ = hold(python_module("stages").attr("keep_only")(*model_, names, all_sites,
+                                                               p.first_layer, p.end_layer, p.head));
+    py::list released;
+    for (const auto& [slot, unit] : unit_of) {
+      if (holds_slot(slot, unit)) continue;
+      released.append(all_sites[slot]);
+      slots_[slot].released =
+          at::empty(slots_[slot].tensor.sizes(), slots_[slot].tensor.options().device(at::kMeta));
+      slots_[slot].tensor = at::Tensor();
+    }
+    python_module("stages").attr("release")(released);
+  } catch (const py::error_already_set& e) {
+    fail(
+        "parallelism.pipeline_parallel_degree > 1: the Transformers backend cannot cut this "
+        "model into pipeline stages: ",
+        describe(e));
+  }
+  std::vector<std::unique_ptr<HfUnit>> held;
+  for (size_t i = 0; i < layers_.size(); ++i)
+    if (static_cast<int64_t>(i) >= p.first_layer && static_cast<int64_t>(i) < p.end_layer)
+      held.push_back(std::move(layers_[i]));
+  layers_ = std::move(held);
+  if (!p.embedding) embedding_.reset();
+}
+
+models::StageOutput TransformersModel::forward_stage(const models::StageInput& input) {
+  models::StageOutput result;
+  if (!stage_) {  // the whole model
+    models::PackedDocuments documents{input.positions, input.document_ids, input.positions_end};
+    result.hidden = run(input.tokens, documents).hidden;
+    return result;
+  }
+  const bool first = stage_->embedding;
+  const at::Tensor& x = first ? input.tokens : input.hidden;
+  TITAN_CHECK(x.defined() && x.dim() >= 2, "the Transformers model: the ",
+              first ? "token ids [batch, seq]" : "hidden states [batch, seq, hidden]",
+              " of this stage are missing");
+  const at::Device dev = device();
+  const at::Tensor positions =
+      input.positions.defined() ? input.positions.to(dev, at::kLong) : at::Tensor();
+  const at::Tensor document_ids = pass_document_ids_ && input.document_ids.defined()
+                                      ? input.document_ids.to(dev, at::kLong)
+                                      : at::Tensor();
+  const models::Tensors out = root_->forward(
+      {first ? x.to(dev, at::kLong) : x},
+      [this, first, positions, document_ids](const models::Tensors& in) {
+        auto maybe = [](const at::Tensor& t) { return t.defined() ? py::cast(t) : py::none(); };
+        return python_module("stages").attr("stage_forward")(
+            *decoder_, first ? py::cast(in[0]) : py::none(), first ? py::none() : py::cast(in[0]),
+            *receiver_, maybe(positions), maybe(document_ids));
+      });
+  result.hidden = out[0];
+  return result;
+}
+
+at::Tensor TransformersModel::forward_cached(const at::Tensor& input_ids, models::KVCache& cache) {
+  TITAN_CHECK(input_ids.dim() == 2, "input ids must be [batch, seq], got ", input_ids.sizes());
+  TITAN_CHECK(!stage_, "titan generate runs the whole Transformers model, not a pipeline stage");
+  const at::Tensor ids = input_ids.to(device(), at::kLong);
+  std::vector<size_t> all(slots_.size());
+  for (size_t i = 0; i < all.size(); ++i) all[i] = i;
+  py::gil_scoped_acquire gil;
+  // The decoder layers push their own tensors as they run (their units); the rest here.
+  push(all);
+  py::tuple r;
+  try {
+    r = python_module("generation")
+            .attr("forward_cached")(
+                *model_, ids,
+                cache.length == 0 || !generation_cache_ ? py::none() : *generation_cache_)
+            .cast<py::tuple>();
+  } catch (const py::error_already_set& e) {
+    fail("the Transformers model failed to decode: ", describe(e));
+  }
+  generation_cache_ = hold(r[1]);
+  cache.length += ids.size(1);
+  return r[0].cast<at::Tensor>();
+}
+
+models::Module* TransformersModel::embedding_unit() { return embedding_.get(); }
+
+models::Module* TransformersModel::head_unit() {
+  for (size_t s : root_->slots())
+    if (slots_[s].tensor.defined()) return root_.get();
+  return nullptr;
+}
+
 at::Tensor TransformersModel::output_weight() { return slots_[output_slot_].tensor; }
 
 NamedTensors TransformersModel::named_parameters() {
   NamedTensors out;
   for (const Slot& s : slots_)
     if (s.tensor.defined()) out.emplace_back(s.name, s.tensor);
+  return out;
+}
+
+NamedTensors TransformersModel::initialisation_order() {
+  NamedTensors out;
+  for (const Slot& s : slots_) {
+    if (s.tensor.defined()) {
+      out.emplace_back(s.name, s.tensor);
+    } else if (s.released.defined()) {
+      out.emplace_back(s.name, s.released);
+    }
+  }
   return out;
 }
 
@@ -208,7 +350,8 @@ models::ModelShape TransformersModel::shape() const {
   };
   models::ModelShape s;
   s.hidden_size = number("hidden_size", 0);
-  s.layers = s.layers_held = number("num_hidden_layers", 0);
+  s.layers = number("num_hidden_layers", 0);
+  s.layers_held = stage_ ? stage_->end_layer - stage_->first_layer : s.layers;
   s.tied_embeddings = tied_;
   s.embedding_name = input_embedding_name_;
   s.heads = number("num_attention_heads", 1);
@@ -225,7 +368,7 @@ std::vector<models::Module*> TransformersModel::modules() {
   std::vector<models::Module*> out;
   if (embedding_) out.push_back(embedding_.get());
   for (auto& layer : layers_) out.push_back(layer.get());
-  out.push_back(root_.get());
+  if (head_unit() != nullptr) out.push_back(root_.get());
   return out;
 }
 
@@ -272,7 +415,7 @@ void TransformersModel::add_adapters(const std::vector<std::string>& weight_name
     at::Tensor t = tensors[i].cast<at::Tensor>().detach();
     t.requires_grad_(true);
     sites.append(py::list(added[2])[i]);
-    slots_.push_back({names[i], t});
+    slots_.push_back({names[i], t, at::Tensor()});
     layers_.at(units[i])->add_slot(slots_.size() - 1);
   }
   // The Python modules read the new tensors from their first forward on.

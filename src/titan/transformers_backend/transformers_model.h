@@ -13,11 +13,14 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "titan/models/common/linear.h"
+#include "titan/models/generation.h"
 #include "titan/models/model.h"
+#include "titan/models/stage_parts.h"
 
 namespace titan::transformers_backend {
 
@@ -49,7 +52,10 @@ class TITAN_PYBIND_HIDDEN HfUnit : public models::Module {
   std::vector<size_t> slots_;
 };
 
-class TITAN_PYBIND_HIDDEN TransformersModel : public models::Model, public models::LoraHost {
+class TITAN_PYBIND_HIDDEN TransformersModel : public models::Model,
+                                              public models::LoraHost,
+                                              public models::StageForward,
+                                              public models::IncrementalDecoder {
  public:
   // `model` is the built AutoModelForCausalLM; the GIL must be held.
   TransformersModel(pybind11::object model, pybind11::object helper, at::ScalarType compute_dtype);
@@ -62,6 +68,9 @@ class TITAN_PYBIND_HIDDEN TransformersModel : public models::Model, public model
                                      const models::PackedDocuments& documents) override;
   at::Tensor output_weight() override;
   NamedTensors named_parameters() override;
+  // Every parameter of the whole model, those another pipeline stage holds as shapes (the
+  // pipeline's export gathers them in this order).
+  NamedTensors initialisation_order() override;
   nlohmann::json hf_config(const std::string& dtype) const override;
   // From config.json's usual keys (hidden_size, num_hidden_layers, ...; MoE's when present).
   models::ModelShape shape() const override;
@@ -85,6 +94,31 @@ class TITAN_PYBIND_HIDDEN TransformersModel : public models::Model, public model
   std::vector<std::pair<std::string, std::vector<int64_t>>> nf4_weights() override;
   at::Tensor dequantized_weight(const std::string& name) override;
 
+  // Pipeline parallelism (stages.py): from now on this model is one stage, holding layers
+  // [first_layer, end_layer), the embedding on the first stage and the final norm and head on
+  // the last (a tied table on both); the other parameters are let go. Throws naming the family
+  // when its decoder is not a plain sequence of layers.
+  void keep_only(const models::StageParts& parts);
+  models::StageForward* stage_forward() override { return this; }
+  models::StageOutput forward_stage(const models::StageInput& input) override;
+  // The data-parallel units this model holds: the untied input embedding (or nullptr) and the
+  // root (the final norm, the head, a tied table; nullptr when it holds none of them).
+  models::Module* embedding_unit();
+  models::Module* head_unit();
+
+  // titan generate (generation.py): the model's own forward with Transformers' own KV cache
+  // (a DynamicCache held here; a cache of length 0 starts a new one), as its generate() runs.
+  models::IncrementalDecoder* incremental_decoder() override { return this; }
+  at::Tensor forward_cached(const at::Tensor& input_ids, models::KVCache& cache) override;
+
+  // Context parallelism (context_parallel.h): document ids go to the attention function as the
+  // decoder forward's titan_document_ids keyword.
+  void pass_document_ids() { pass_document_ids_ = true; }
+  bool staged() const { return stage_.has_value(); }
+  at::ScalarType compute_dtype() const { return compute_dtype_; }
+  // Where the held parameters are.
+  at::Device device() const;
+
   // For FLOPs: decoder layers, attention heads, head dim.
   const std::vector<int64_t>& flops_numbers() const { return flops_numbers_; }
   bool tied() const { return tied_; }
@@ -101,10 +135,12 @@ class TITAN_PYBIND_HIDDEN TransformersModel : public models::Model, public model
   struct Slot {
     std::string name;
     at::Tensor tensor;
+    at::Tensor released;  // a pipeline stage's: on the meta device, what another stage holds
   };
   void patch(HfUnit& unit, pybind11::object module);
-  // The decoder forward, with positions when defined.
-  models::ModelOutput run(const at::Tensor& input_ids, const at::Tensor& positions);
+  // The decoder forward of the whole model, with positions and document ids when defined.
+  models::ModelOutput run(const at::Tensor& input_ids, const models::PackedDocuments& documents);
+  bool holds_slot(size_t slot, int64_t unit) const;
 
   at::ScalarType compute_dtype_;
   std::vector<Slot> slots_;
@@ -114,6 +150,12 @@ class TITAN_PYBIND_HIDDEN TransformersModel : public models::Model, public model
   bool router_logits_ = false;
   std::string input_embedding_name_;
   std::vector<int64_t> flops_numbers_;
+  bool pass_document_ids_ = false;
+  // Under pipeline parallelism: this stage's parts and the stand-in that receives the previous
+  // stage's output (stages.py).
+  std::optional<models::StageParts> stage_;
+  PyRef receiver_;
+  PyRef generation_cache_;  // Transformers' KV cache of the current generation
   std::unique_ptr<HfUnit> embedding_, root_;
   std::vector<std::unique_ptr<HfUnit>> layers_;
   // QLoRA's NF4 weights by slot (whose tensor is then undefined).

@@ -16,6 +16,7 @@
 #include "titan/models/common/activation_checkpoint.h"
 #include "titan/models/common/decoder_plan.h"
 #include "titan/models/model_spec.h"
+#include "titan/transformers_backend/context_parallel.h"
 #include "titan/transformers_backend/helper_py.h"
 #include "titan/transformers_backend/modules_py.h"
 #include "titan/transformers_backend/python_runtime.h"
@@ -197,25 +198,25 @@ std::unique_ptr<models::Model> build_from_hf_config(const nlohmann::json& hf_con
 
 void parallelize(models::Model& model, const config::TrainerConfig& cfg,
                  models::ParallelContext& parallel) {
-  // Transformers' own modules have no attention over gathered keys here.
-  TITAN_CHECK(parallel.degree("cp") == 1,
-              "parallelism.context_parallel_degree = ", parallel.degree("cp"),
-              ": the Transformers backend (model.name = transformers) has no context "
-              "parallelism; use a native model (model.name = qwen3 or llama3)");
   auto& hf = dynamic_cast<TransformersModel&>(model);
-  // torchtitan's order: tensor parallelism, expert parallelism, activation checkpointing, FSDP.
+  TITAN_CHECK(!hf.staged() || (parallel.degree("tp") == 1 && parallel.degree("ep") == 1),
+              "parallelism.pipeline_parallel_degree > 1 with tensor or expert parallelism: the "
+              "Transformers backend does not split a pipeline stage's layers yet; use a native "
+              "model (model.name = qwen3) for PP x TP and PP x EP");
+  // torchtitan's order: tensor parallelism, expert parallelism, context parallelism's
+  // attention, activation checkpointing, FSDP.
   apply_tensor_parallel(hf, cfg, parallel);
   const std::vector<std::string> stacks = apply_expert_parallel(hf, parallel);
+  if (parallel.degree("cp") > 1) apply_context_parallel(hf, parallel, cfg.training.seq_len);
   models::apply_activation_checkpointing(model.blocks(), cfg.activation_checkpoint);
   if (!parallel.data_parallel()) return;
-  // modules(): [input embedding (when not tied)], decoder layers..., root. The root holds the
-  // norm and the head the loss reads after the forward (a tied embedding is in it): the head
-  // unit of the decoder's FSDP units.
-  const std::vector<models::Module*> modules = model.modules();
+  // The units in forward order: the untied input embedding, the decoder layers, and the root
+  // (the norm and the head the loss reads after the forward, with a tied embedding): the head
+  // unit of the decoder's FSDP units. A pipeline stage holds some of them.
   models::DecoderUnits units;
   units.blocks = model.blocks();
-  units.head = {modules.back()};
-  if (!hf.tied() && modules.size() > units.blocks.size() + 1) units.embedding = modules.front();
+  if (models::Module* head = hf.head_unit()) units.head = {head};
+  units.embedding = hf.embedding_unit();
   const std::set<std::string> experts(stacks.begin(), stacks.end());
   models::shard_decoder_units(
       parallel, units, cfg.parallelism.fsdp_reshard_after_forward,
@@ -264,6 +265,9 @@ models::ModelSpec make_spec() {
     return out;
   };
   spec.flops_per_token = flops_per_token;
+  spec.pipeline = [](models::Model& model, const models::StageParts& parts) {
+    dynamic_cast<TransformersModel&>(model).keep_only(parts);
+  };
   return spec;
 }
 

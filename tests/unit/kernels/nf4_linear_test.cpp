@@ -118,13 +118,14 @@ TEST(Nf4Format, DequantisedRowsEqualTheDefinition) {
 // The AMX kernels: y = x W^T and dx = dy W in bfloat16, each output the float32 sum rounded
 // once, so within one bfloat16 rounding (2^-8 relative) of the exact product of the same
 // bfloat16 operands; for token counts that are not multiples of the tiles' 16 and 32, weights of
-// one and of several 64-row strips, and the same bits at 1 and 2 threads.
+// one and of several 64-row strips and of several backward chunks (512 rows, 256 columns), the
+// same bits at 1 and 2 threads and with the forward's columns in chunks.
 TEST(Nf4Amx, ProductsWithinOneRoundingOfTheExactOnes) {
   if (!cpu::nf4_amx_available()) GTEST_SKIP() << "no AMX on this CPU";
   at::manual_seed(3);
   const int threads = at::get_num_threads();
   for (const auto& [rows, cols] :
-       std::vector<std::pair<int64_t, int64_t>>{{64, 64}, {192, 256}, {128, 640}}) {
+       std::vector<std::pair<int64_t, int64_t>>{{64, 64}, {192, 256}, {128, 640}, {576, 192}}) {
     const Nf4Weight w = quantize_nf4(at::randn({rows, cols}) * 0.05);
     ASSERT_TRUE(cpu::nf4_amx_supports(w, at::kBFloat16));
     // The weight as the kernels multiply it: dequantised to bfloat16.
@@ -146,6 +147,9 @@ TEST(Nf4Amx, ProductsWithinOneRoundingOfTheExactOnes) {
       }
       at::set_num_threads(threads == 1 ? 2 : 1);
       EXPECT_TRUE(at::equal(cpu::nf4_amx_forward(x, w), y));
+      // The columns summed in chunks of 64 and 128: the same float32 sums, in the same order.
+      EXPECT_TRUE(at::equal(cpu::nf4_amx_forward(x, w, 64), y));
+      EXPECT_TRUE(at::equal(cpu::nf4_amx_forward(x, w, 128), y));
       EXPECT_TRUE(at::equal(cpu::nf4_amx_backward(dy, w), dx));
       at::set_num_threads(threads);
     }

@@ -114,48 +114,87 @@ void pack_transposed(const uint16_t* x, int64_t m_rows, int64_t k, int64_t m_blo
   });
 }
 
+// The forward's reduction in chunks of columns whose packed activations (M_pad x chunk
+// bfloat16) take at most this many bytes, so that they stay in L2 while every strip of the
+// weight passes over them; the partial sums wait in float32 between chunks.
+constexpr int64_t kActivationChunkBytes = 512 * 1024;
+
+int64_t forward_chunk(int64_t k, int64_t m_blocks, int64_t widest) {
+  if (widest <= 0) widest = kActivationChunkBytes / (m_blocks * kRows * 2);
+  widest = std::max(kStrip, widest);
+  const int64_t chunks = (k + widest - 1) / widest;
+  return (k / chunks + kStrip - 1) / kStrip * kStrip;  // equal chunks, whole NF4 blocks
+}
+
 // Forward, strips [s0, s1) of 64 weight rows: y[:, n] for those rows.
 TITAN_AMX_TARGET void forward_strips(const uint16_t* xp, int64_t m_rows, int64_t m_blocks,
                                      const uint8_t* packed, const float* absmax, int64_t k,
-                                     int64_t s0, int64_t s1, uint16_t* y, int64_t ldy) {
-  const int64_t kc_count = k / 32;
-  std::vector<uint16_t> strip(static_cast<size_t>(kStrip * k));  // 64 dequantised rows
+                                     int64_t s0, int64_t s1, uint16_t* y, int64_t ldy,
+                                     int64_t widest) {
+  const int64_t kc_count = k / 32, chunk = forward_chunk(k, m_blocks, widest);
+  const int64_t m_pad = m_blocks * kRows;
+  std::vector<uint16_t> strip(static_cast<size_t>(kStrip * chunk));  // 64 dequantised rows
+  // Partial sums C[n][m] of the strips, [s1 - s0][64][M_pad], when there are several chunks.
+  std::vector<float> sums(chunk < k ? static_cast<size_t>((s1 - s0) * kStrip * m_pad) : 0);
   alignas(64) float c[4][256];
   configure_tiles();
-  for (int64_t s = s0; s < s1; ++s) {
-    const int64_t n0 = s * kStrip;
-    dequantize_blocks(packed + n0 * k / 2, absmax + n0 * k / 64, kStrip * k / 64, strip.data());
-    for (int64_t mb = 0; mb < m_blocks; mb += 2) {
-      const uint16_t* b0 = xp + mb * kc_count * kTileValues;
-      const uint16_t* b1 = b0 + kc_count * kTileValues;
-      for (int64_t half = 0; half < 2; ++half) {
-        const uint16_t* a0 = strip.data() + half * 32 * k;
-        const uint16_t* a1 = a0 + kRows * k;
-        _tile_zero(4);
-        _tile_zero(5);
-        _tile_zero(6);
-        _tile_zero(7);
-        for (int64_t kc = 0; kc < kc_count; ++kc) {
-          _tile_loadd(0, a0 + kc * 32, k * 2);
-          _tile_loadd(1, a1 + kc * 32, k * 2);
-          _tile_loadd(2, b0 + kc * kTileValues, 64);
-          _tile_loadd(3, b1 + kc * kTileValues, 64);
-          _tile_dpbf16ps(4, 0, 2);
-          _tile_dpbf16ps(5, 0, 3);
-          _tile_dpbf16ps(6, 1, 2);
-          _tile_dpbf16ps(7, 1, 3);
-        }
-        // C[n][m]: tile 4 rows n 0-15 of this half x block mb, 5 x block mb + 1, 6 and 7 the
-        // rows 16-31.
-        _tile_stored(4, c[0], 64);
-        _tile_stored(5, c[1], 64);
-        _tile_stored(6, c[2], 64);
-        _tile_stored(7, c[3], 64);
-        for (int q = 0; q < 4; ++q) {
-          const int64_t m = (mb + q % 2) * kRows;
-          if (m >= m_rows) continue;
-          const int64_t n = n0 + half * 32 + (q / 2) * kRows;
-          store_bf16(c[q], /*transpose=*/true, std::min(kRows, m_rows - m), y + m * ldy + n, ldy);
+  for (int64_t c0 = 0; c0 < k; c0 += chunk) {
+    const int64_t cols = std::min(chunk, k - c0);
+    const bool first = c0 == 0, last = c0 + cols == k;
+    for (int64_t s = s0; s < s1; ++s) {
+      const int64_t n0 = s * kStrip;
+      for (int64_t r = 0; r < kStrip; ++r) {
+        const int64_t e = (n0 + r) * k + c0;
+        dequantize_blocks(packed + e / 2, absmax + e / 64, cols / 64, strip.data() + r * cols);
+      }
+      for (int64_t mb = 0; mb < m_blocks; mb += 2) {
+        const uint16_t* b0 = xp + (mb * kc_count + c0 / 32) * kTileValues;
+        const uint16_t* b1 = b0 + kc_count * kTileValues;
+        for (int64_t half = 0; half < 2; ++half) {
+          const uint16_t* a0 = strip.data() + half * 32 * cols;
+          const uint16_t* a1 = a0 + kRows * cols;
+          // C[n][m]: tile 4 rows n 0-15 of this half x block mb, 5 x block mb + 1, 6 and 7
+          // the rows 16-31.
+          float* p0 = sums.data() + ((s - s0) * kStrip + half * 32) * m_pad + mb * kRows;
+          float* p1 = p0 + kRows * m_pad;
+          if (first) {
+            _tile_zero(4);
+            _tile_zero(5);
+            _tile_zero(6);
+            _tile_zero(7);
+          } else {
+            _tile_loadd(4, p0, m_pad * 4);
+            _tile_loadd(5, p0 + kRows, m_pad * 4);
+            _tile_loadd(6, p1, m_pad * 4);
+            _tile_loadd(7, p1 + kRows, m_pad * 4);
+          }
+          for (int64_t kc = 0; kc < cols / 32; ++kc) {
+            _tile_loadd(0, a0 + kc * 32, cols * 2);
+            _tile_loadd(1, a1 + kc * 32, cols * 2);
+            _tile_loadd(2, b0 + kc * kTileValues, 64);
+            _tile_loadd(3, b1 + kc * kTileValues, 64);
+            _tile_dpbf16ps(4, 0, 2);
+            _tile_dpbf16ps(5, 0, 3);
+            _tile_dpbf16ps(6, 1, 2);
+            _tile_dpbf16ps(7, 1, 3);
+          }
+          if (!last) {
+            _tile_stored(4, p0, m_pad * 4);
+            _tile_stored(5, p0 + kRows, m_pad * 4);
+            _tile_stored(6, p1, m_pad * 4);
+            _tile_stored(7, p1 + kRows, m_pad * 4);
+            continue;
+          }
+          _tile_stored(4, c[0], 64);
+          _tile_stored(5, c[1], 64);
+          _tile_stored(6, c[2], 64);
+          _tile_stored(7, c[3], 64);
+          for (int q = 0; q < 4; ++q) {
+            const int64_t m = (mb + q % 2) * kRows;
+            if (m >= m_rows) continue;
+            const int64_t n = n0 + half * 32 + (q / 2) * kRows;
+            store_bf16(c[q], /*transpose=*/true, std::min(kRows, m_rows - m), y + m * ldy + n, ldy);
+          }
         }
       }
     }
@@ -163,16 +202,21 @@ TITAN_AMX_TARGET void forward_strips(const uint16_t* xp, int64_t m_rows, int64_t
   _tile_release();
 }
 
-// Backward, strips [s0, s1) of 64 weight columns: dx[:, k] for those columns. dy is [M_pad, N]
-// with M_pad a multiple of 32 (rows beyond M zero).
-TITAN_AMX_TARGET void backward_strips(const uint16_t* dy, int64_t m_rows, int64_t m_blocks,
-                                      const uint8_t* packed, const float* absmax, int64_t n,
-                                      int64_t k, int64_t s0, int64_t s1, uint16_t* dx) {
-  const int64_t pairs = n / 2;
-  // B tiles of the strip: 4 column tiles of 16, each [N/2 row pairs][16 columns][2 rows].
-  std::vector<uint16_t> strip(static_cast<size_t>(4 * pairs * 32));
-  alignas(64) float c[4][256];
-  // Word indices interleaving two rows' columns 0-15 (and 16-31): a0 b0 a1 b1 ...
+// Backward blocks: dx's columns in chunks of kColumnChunk, the reduction over the weight's rows in
+// chunks of kRowChunk, so that a chunk of the dequantised weight (256 KiB) and of dy (M x 512)
+// stay in L2 while every 32 rows of dy pass over them; the partial sums wait in float32 between
+// row chunks.
+constexpr int64_t kColumnChunk = 256;
+constexpr int64_t kRowChunk = 512;
+
+// W[r0 .. r0 + rows, c0 .. c0 + cols] (cols a multiple of 64, one NF4 block per row and 64
+// columns) as B tiles of VNNI pairs: tile (t, j), for columns c0 + 16 t .. + 16 and rows
+// r0 + 32 j .. + 32, at out + (t * rows / 32 + j) * 512; its row p holds, for each of the 16
+// columns, the weight's rows r0 + 32 j + 2p and + 1.
+TITAN_AMX_TARGET void dequantize_pairs(const uint8_t* packed, const float* absmax, int64_t k,
+                                       int64_t r0, int64_t rows, int64_t c0, int64_t cols,
+                                       uint16_t* out) {
+  // Word indices interleaving two rows' elements 0-15 (and 16-31): a0 b0 a1 b1 ...
   alignas(64) uint16_t low[32], high[32];
   for (int i = 0; i < 16; ++i) {
     low[2 * i] = static_cast<uint16_t>(i);
@@ -183,20 +227,18 @@ TITAN_AMX_TARGET void backward_strips(const uint16_t* dy, int64_t m_rows, int64_
   const __m512i interleave_low = _mm512_load_si512(low);
   const __m512i interleave_high = _mm512_load_si512(high);
   const __m512 code = _mm512_loadu_ps(code_values());
-  configure_tiles();
-  for (int64_t s = s0; s < s1; ++s) {
-    const int64_t k0 = s * kStrip;
-    for (int64_t p = 0; p < pairs; ++p) {
-      // Rows 2p and 2p + 1, columns k0 .. k0 + 63: one block of each.
-      const int64_t e0 = 2 * p * k + k0, e1 = e0 + k;
+  const int64_t tile_stride = rows / 2 * 32;  // values between column tiles t and t + 1
+  for (int64_t p = 0; p < rows / 2; ++p) {
+    int64_t e0 = (r0 + 2 * p) * k + c0;  // the pair's first element in this block column
+    uint16_t* row = out + p * 32;
+    for (int64_t b = 0; b < cols / 64; ++b, e0 += 64, row += 4 * tile_stride) {
+      const int64_t e1 = e0 + k;
       const __m512i t0 = bf16_table(code, absmax[e0 / 64]);
       const __m512i t1 = bf16_table(code, absmax[e1 / 64]);
       const __m512i a_lo = dequantize32_bf16(packed + e0 / 2, t0);
       const __m512i a_hi = dequantize32_bf16(packed + e0 / 2 + 16, t0);
       const __m512i b_lo = dequantize32_bf16(packed + e1 / 2, t1);
       const __m512i b_hi = dequantize32_bf16(packed + e1 / 2 + 16, t1);
-      uint16_t* row = strip.data() + p * 32;
-      const int64_t tile_stride = pairs * 32;
       _mm512_storeu_si512(row, _mm512_permutex2var_epi16(a_lo, interleave_low, b_lo));
       _mm512_storeu_si512(row + tile_stride,
                           _mm512_permutex2var_epi16(a_lo, interleave_high, b_lo));
@@ -205,37 +247,74 @@ TITAN_AMX_TARGET void backward_strips(const uint16_t* dy, int64_t m_rows, int64_
       _mm512_storeu_si512(row + 3 * tile_stride,
                           _mm512_permutex2var_epi16(a_hi, interleave_high, b_hi));
     }
-    for (int64_t mb = 0; mb < m_blocks; mb += 2) {
-      const uint16_t* a0 = dy + mb * kRows * n;
-      const uint16_t* a1 = a0 + kRows * n;
-      for (int64_t half = 0; half < 2; ++half) {
-        const uint16_t* b0 = strip.data() + 2 * half * pairs * 32;
-        const uint16_t* b1 = b0 + pairs * 32;
-        _tile_zero(4);
-        _tile_zero(5);
-        _tile_zero(6);
-        _tile_zero(7);
-        for (int64_t nc = 0; nc < n / 32; ++nc) {
-          _tile_loadd(0, a0 + nc * 32, n * 2);
-          _tile_loadd(1, a1 + nc * 32, n * 2);
-          _tile_loadd(2, b0 + nc * kTileValues, 64);
-          _tile_loadd(3, b1 + nc * kTileValues, 64);
-          _tile_dpbf16ps(4, 0, 2);
-          _tile_dpbf16ps(5, 0, 3);
-          _tile_dpbf16ps(6, 1, 2);
-          _tile_dpbf16ps(7, 1, 3);
-        }
-        // C[m][k]: tile 4 rows of block mb x columns tile 2 half, 5 the next 16 columns, 6 and 7
-        // block mb + 1.
-        _tile_stored(4, c[0], 64);
-        _tile_stored(5, c[1], 64);
-        _tile_stored(6, c[2], 64);
-        _tile_stored(7, c[3], 64);
-        for (int q = 0; q < 4; ++q) {
-          const int64_t m = (mb + q / 2) * kRows;
-          if (m >= m_rows) continue;
-          const int64_t col = k0 + (2 * half + q % 2) * 16;
-          store_bf16(c[q], /*transpose=*/false, std::min(kRows, m_rows - m), dx + m * k + col, k);
+  }
+}
+
+// Backward, column chunks [c_begin, c_end) of dx. dy is [M_pad, N] with M_pad a multiple of 32
+// (rows beyond M zero).
+TITAN_AMX_TARGET void backward_chunks(const uint16_t* dy, int64_t m_rows, int64_t m_blocks,
+                                      const uint8_t* packed, const float* absmax, int64_t n,
+                                      int64_t k, int64_t c_begin, int64_t c_end, uint16_t* dx) {
+  std::vector<uint16_t> weights(static_cast<size_t>(kRowChunk * kColumnChunk));
+  // Partial sums [M_pad, kColumnChunk] between row chunks.
+  std::vector<float> sums(static_cast<size_t>(m_blocks * kRows * kColumnChunk));
+  alignas(64) float c[4][256];
+  configure_tiles();
+  for (int64_t chunk = c_begin; chunk < c_end; ++chunk) {
+    const int64_t c0 = chunk * kColumnChunk, cols = std::min(kColumnChunk, k - c0);
+    for (int64_t r0 = 0; r0 < n; r0 += kRowChunk) {
+      const int64_t rows = std::min(kRowChunk, n - r0);
+      const bool first = r0 == 0, last = r0 + rows == n;
+      dequantize_pairs(packed, absmax, k, r0, rows, c0, cols, weights.data());
+      const int64_t tile_stride = rows / 2 * 32;
+      for (int64_t mb = 0; mb < m_blocks; mb += 2) {
+        const uint16_t* a0 = dy + mb * kRows * n + r0;
+        const uint16_t* a1 = a0 + kRows * n;
+        for (int64_t t = 0; t < cols / 16; t += 2) {
+          float* s0 = sums.data() + mb * kRows * kColumnChunk + t * 16;
+          float* s1 = s0 + kRows * kColumnChunk;
+          if (first) {
+            _tile_zero(4);
+            _tile_zero(5);
+            _tile_zero(6);
+            _tile_zero(7);
+          } else {
+            _tile_loadd(4, s0, kColumnChunk * 4);
+            _tile_loadd(5, s0 + 16, kColumnChunk * 4);
+            _tile_loadd(6, s1, kColumnChunk * 4);
+            _tile_loadd(7, s1 + 16, kColumnChunk * 4);
+          }
+          const uint16_t* b0 = weights.data() + t * tile_stride;
+          const uint16_t* b1 = b0 + tile_stride;
+          for (int64_t j = 0; j < rows / 32; ++j) {
+            _tile_loadd(0, a0 + j * 32, n * 2);
+            _tile_loadd(1, a1 + j * 32, n * 2);
+            _tile_loadd(2, b0 + j * kTileValues, 64);
+            _tile_loadd(3, b1 + j * kTileValues, 64);
+            _tile_dpbf16ps(4, 0, 2);
+            _tile_dpbf16ps(5, 0, 3);
+            _tile_dpbf16ps(6, 1, 2);
+            _tile_dpbf16ps(7, 1, 3);
+          }
+          if (!last) {
+            _tile_stored(4, s0, kColumnChunk * 4);
+            _tile_stored(5, s0 + 16, kColumnChunk * 4);
+            _tile_stored(6, s1, kColumnChunk * 4);
+            _tile_stored(7, s1 + 16, kColumnChunk * 4);
+            continue;
+          }
+          // C[m][col]: tile 4 rows of block mb x columns tile t, 5 the next 16 columns, 6 and 7
+          // block mb + 1.
+          _tile_stored(4, c[0], 64);
+          _tile_stored(5, c[1], 64);
+          _tile_stored(6, c[2], 64);
+          _tile_stored(7, c[3], 64);
+          for (int q = 0; q < 4; ++q) {
+            const int64_t m = (mb + q / 2) * kRows;
+            if (m >= m_rows) continue;
+            const int64_t col = c0 + (t + q % 2) * 16;
+            store_bf16(c[q], /*transpose=*/false, std::min(kRows, m_rows - m), dx + m * k + col, k);
+          }
         }
       }
     }
@@ -278,7 +357,7 @@ bool nf4_amx_supports(const Nf4Weight& w, at::ScalarType dtype) {
          nf4_amx_available();
 }
 
-at::Tensor nf4_amx_forward(const at::Tensor& x, const Nf4Weight& w) {
+at::Tensor nf4_amx_forward(const at::Tensor& x, const Nf4Weight& w, int64_t chunk_columns) {
   TORCH_CHECK(nf4_amx_supports(w, x.scalar_type()) && x.dim() == 2 && x.size(1) == w.cols &&
                   x.is_contiguous(),
               "nf4_amx_forward: a contiguous bfloat16 [M, ", w.cols, "] input expected");
@@ -293,7 +372,7 @@ at::Tensor nf4_amx_forward(const at::Tensor& x, const Nf4Weight& w) {
   const float* absmax = w.absmax.const_data_ptr<float>();
   uint16_t* out = bits(y);
   at::parallel_for(0, n / kStrip, 1, [&](int64_t s0, int64_t s1) {
-    forward_strips(xp_bits, m, m_blocks, packed, absmax, k, s0, s1, out, n);
+    forward_strips(xp_bits, m, m_blocks, packed, absmax, k, s0, s1, out, n, chunk_columns);
   });
   return y;
 }
@@ -316,8 +395,8 @@ at::Tensor nf4_amx_backward(const at::Tensor& dy, const Nf4Weight& w) {
   const uint8_t* packed = w.packed.const_data_ptr<uint8_t>();
   const float* absmax = w.absmax.const_data_ptr<float>();
   uint16_t* out = bits(dx);
-  at::parallel_for(0, k / kStrip, 1, [&](int64_t s0, int64_t s1) {
-    backward_strips(dy_bits, m, m_blocks, packed, absmax, n, k, s0, s1, out);
+  at::parallel_for(0, (k + kColumnChunk - 1) / kColumnChunk, 1, [&](int64_t c0, int64_t c1) {
+    backward_chunks(dy_bits, m, m_blocks, packed, absmax, n, k, c0, c1, out);
   });
   return dx;
 }
@@ -326,7 +405,7 @@ at::Tensor nf4_amx_backward(const at::Tensor& dy, const Nf4Weight& w) {
 
 bool nf4_amx_available() { return false; }
 bool nf4_amx_supports(const Nf4Weight&, at::ScalarType) { return false; }
-at::Tensor nf4_amx_forward(const at::Tensor&, const Nf4Weight&) {
+at::Tensor nf4_amx_forward(const at::Tensor&, const Nf4Weight&, int64_t) {
   TORCH_CHECK(false, "nf4_amx_forward: no AMX kernels in this build");
 }
 at::Tensor nf4_amx_backward(const at::Tensor&, const Nf4Weight&) {

@@ -22,8 +22,10 @@ bool nf4_amx_available();
 // elements, rows and columns multiples of 64, on an AMX CPU.
 bool nf4_amx_supports(const Nf4Weight& w, at::ScalarType dtype);
 
-// y [M, rows] = x [M, cols] @ W^T, for a contiguous bfloat16 x.
-at::Tensor nf4_amx_forward(const at::Tensor& x, const Nf4Weight& w);
+// y [M, rows] = x [M, cols] @ W^T, for a contiguous bfloat16 x. The sum over the columns runs in
+// chunks of at most `chunk_columns` (0: as many as keep M x chunk activations in L2; tests set
+// it to cover several chunks).
+at::Tensor nf4_amx_forward(const at::Tensor& x, const Nf4Weight& w, int64_t chunk_columns = 0);
 
 // dx [M, cols] = dy [M, rows] @ W, for a contiguous bfloat16 dy.
 at::Tensor nf4_amx_backward(const at::Tensor& dy, const Nf4Weight& w);

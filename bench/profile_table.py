@@ -12,7 +12,9 @@ import json
 # The matrix multiplications (leaf ops: aten::matmul and aten::linear call these).
 GEMM_OPS = {"aten::mm", "aten::addmm", "aten::addmm_", "aten::bmm", "aten::baddbmm",
             "aten::addbmm", "aten::_addmm_activation",
-            "titan::gemm"}  # titan's CPU kernels' float32 GEMMs on oneDNN (kernels/cpu/gemm.h)
+            "titan::gemm",  # titan's CPU kernels' float32 GEMMs on oneDNN (kernels/cpu/gemm.h)
+            # titan's NF4 GEMMs on AMX, their dequantisation included (kernels/cpu/nf4_amx.h)
+            "titan::nf4_amx_forward", "titan::nf4_amx_backward"}
 
 
 def load_events(trace_path):

@@ -1,6 +1,7 @@
 #include "titan/kernels/nf4.h"
 
 #include <ATen/Parallel.h>
+#include <ATen/record_function.h>
 #include <c10/util/BFloat16.h>
 #include <c10/util/Half.h>
 
@@ -174,6 +175,9 @@ Nf4Weight quantize_nf4(const at::Tensor& weight, int64_t blocksize) {
 }
 
 void dequantize_nf4_rows_cpu(const Nf4Weight& w, int64_t begin, at::Tensor& out) {
+  // Named for the profiler (profiling.* traces): nf4_linear's tiles spend their time here and in
+  // their GEMMs.
+  RECORD_FUNCTION("titan::nf4_dequantize", std::vector<c10::IValue>({out}));
   check_weight(w);
   const int64_t rows = out.size(0), cols = w.cols;
   TITAN_CHECK(out.dim() == 2 && out.size(1) == cols && out.is_contiguous() && out.is_cpu(),

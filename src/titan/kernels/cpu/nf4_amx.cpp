@@ -1,6 +1,7 @@
 #include "titan/kernels/cpu/nf4_amx.h"
 
 #include <ATen/Parallel.h>
+#include <ATen/record_function.h>
 #include <c10/util/Exception.h>
 
 #include <vector>
@@ -20,7 +21,8 @@ namespace {
 
 using namespace nf4_avx512;
 
-#define TITAN_AMX_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,amx-tile,amx-bf16")))
+#define TITAN_AMX_TARGET \
+  __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,amx-tile,amx-bf16")))
 
 // Every tile is 16 rows of 64 bytes: 16 x 32 bfloat16 (A and B) or 16 x 16 float32 (C). A tile
 // of bfloat16 is 512 values.
@@ -50,6 +52,36 @@ TITAN_AMX_TARGET void configure_tiles() {
     config.colsb[t] = 64;
   }
   _tile_loadconfig(&config);
+}
+
+// A block's 16 bfloat16 values (code * absmax, rounded to nearest even by the CPU's own
+// conversion) in both 256-bit halves of a register, so that bit 4 of an index picks either copy:
+// the nibbles need no masking. Unlike c10's rounding (nf4_avx512.h), the conversion flushes
+// denormals to zero and keeps a NaN's payload; the tiles' products treat denormal inputs as zero
+// anyway.
+TITAN_AMX_TARGET inline __m512i amx_table(__m512 code, float absmax) {
+  const __m256bh values = _mm512_cvtneps_pbh(_mm512_mul_ps(code, _mm512_set1_ps(absmax)));
+  return _mm512_broadcast_i64x4(reinterpret_cast<const __m256i&>(values));
+}
+
+// 32 elements (16 packed bytes) through amx_table's table: word 2i is byte i >> 4 (its high
+// nibble), word 2i + 1 byte i itself (its low nibble, the high one landing in bit 4, which picks
+// the table's copy, and in bits vpermw ignores).
+TITAN_AMX_TARGET inline __m512i amx_dequantize32(const uint8_t* bytes, __m512i table) {
+  const __m512i d = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes)));
+  return _mm512_permutexvar_epi16(
+      _mm512_or_si512(_mm512_srli_epi32(d, 4), _mm512_slli_epi32(d, 16)), table);
+}
+
+// `blocks` whole NF4 blocks (32 packed bytes and one scale each) into `out`, as bfloat16.
+TITAN_AMX_TARGET inline void amx_dequantize_blocks(const uint8_t* packed, const float* absmax,
+                                                   int64_t blocks, uint16_t* out) {
+  const __m512 code = _mm512_loadu_ps(code_values());
+  for (int64_t b = 0; b < blocks; ++b, packed += 32, out += 64) {
+    const __m512i table = amx_table(code, absmax[b]);
+    _mm512_storeu_si512(out, amx_dequantize32(packed, table));
+    _mm512_storeu_si512(out + 32, amx_dequantize32(packed + 16, table));
+  }
 }
 
 // A 16 x 16 matrix of 32-bit lanes (r[i] its row i) transposed in registers.
@@ -117,7 +149,7 @@ void pack_transposed(const uint16_t* x, int64_t m_rows, int64_t k, int64_t m_blo
 // The forward's reduction in chunks of columns whose packed activations (M_pad x chunk
 // bfloat16) take at most this many bytes, so that they stay in L2 while every strip of the
 // weight passes over them; the partial sums wait in float32 between chunks.
-constexpr int64_t kActivationChunkBytes = 512 * 1024;
+constexpr int64_t kActivationChunkBytes = 1024 * 1024;
 
 int64_t forward_chunk(int64_t k, int64_t m_blocks, int64_t widest) {
   if (widest <= 0) widest = kActivationChunkBytes / (m_blocks * kRows * 2);
@@ -145,7 +177,7 @@ TITAN_AMX_TARGET void forward_strips(const uint16_t* xp, int64_t m_rows, int64_t
       const int64_t n0 = s * kStrip;
       for (int64_t r = 0; r < kStrip; ++r) {
         const int64_t e = (n0 + r) * k + c0;
-        dequantize_blocks(packed + e / 2, absmax + e / 64, cols / 64, strip.data() + r * cols);
+        amx_dequantize_blocks(packed + e / 2, absmax + e / 64, cols / 64, strip.data() + r * cols);
       }
       for (int64_t mb = 0; mb < m_blocks; mb += 2) {
         const uint16_t* b0 = xp + (mb * kc_count + c0 / 32) * kTileValues;
@@ -233,12 +265,12 @@ TITAN_AMX_TARGET void dequantize_pairs(const uint8_t* packed, const float* absma
     uint16_t* row = out + p * 32;
     for (int64_t b = 0; b < cols / 64; ++b, e0 += 64, row += 4 * tile_stride) {
       const int64_t e1 = e0 + k;
-      const __m512i t0 = bf16_table(code, absmax[e0 / 64]);
-      const __m512i t1 = bf16_table(code, absmax[e1 / 64]);
-      const __m512i a_lo = dequantize32_bf16(packed + e0 / 2, t0);
-      const __m512i a_hi = dequantize32_bf16(packed + e0 / 2 + 16, t0);
-      const __m512i b_lo = dequantize32_bf16(packed + e1 / 2, t1);
-      const __m512i b_hi = dequantize32_bf16(packed + e1 / 2 + 16, t1);
+      const __m512i t0 = amx_table(code, absmax[e0 / 64]);
+      const __m512i t1 = amx_table(code, absmax[e1 / 64]);
+      const __m512i a_lo = amx_dequantize32(packed + e0 / 2, t0);
+      const __m512i a_hi = amx_dequantize32(packed + e0 / 2 + 16, t0);
+      const __m512i b_lo = amx_dequantize32(packed + e1 / 2, t1);
+      const __m512i b_hi = amx_dequantize32(packed + e1 / 2 + 16, t1);
       _mm512_storeu_si512(row, _mm512_permutex2var_epi16(a_lo, interleave_low, b_lo));
       _mm512_storeu_si512(row + tile_stride,
                           _mm512_permutex2var_epi16(a_lo, interleave_high, b_lo));
@@ -328,7 +360,9 @@ bool amx_usable() {
   unsigned a = 0, b = 0, c = 0, d = 0;
   if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
   const bool amx_bf16 = (d >> 22) & 1, amx_tile = (d >> 24) & 1;
-  if (!amx_bf16 || !amx_tile || !cpu_has_avx512()) return false;
+  if (!__get_cpuid_count(7, 1, &a, &b, &c, &d)) return false;
+  const bool avx512_bf16 = (a >> 5) & 1;
+  if (!amx_bf16 || !amx_tile || !avx512_bf16 || !cpu_has_avx512()) return false;
   // Linux hands out the tile registers' state only to processes that ask (ARCH_REQ_XCOMP_PERM
   // for XFEATURE_XTILEDATA); the grant covers every thread of the process.
   constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
@@ -361,6 +395,8 @@ at::Tensor nf4_amx_forward(const at::Tensor& x, const Nf4Weight& w, int64_t chun
   TORCH_CHECK(nf4_amx_supports(w, x.scalar_type()) && x.dim() == 2 && x.size(1) == w.cols &&
                   x.is_contiguous(),
               "nf4_amx_forward: a contiguous bfloat16 [M, ", w.cols, "] input expected");
+  // Named for the profiler (profiling.* traces): the weight's GEMM, as aten::mm is.
+  RECORD_FUNCTION("titan::nf4_amx_forward", std::vector<c10::IValue>({x}));
   const int64_t m = x.size(0), n = w.rows, k = w.cols;
   at::Tensor y = at::empty({m, n}, x.options());
   if (m == 0) return y;
@@ -381,6 +417,7 @@ at::Tensor nf4_amx_backward(const at::Tensor& dy, const Nf4Weight& w) {
   TORCH_CHECK(nf4_amx_supports(w, dy.scalar_type()) && dy.dim() == 2 && dy.size(1) == w.rows &&
                   dy.is_contiguous(),
               "nf4_amx_backward: a contiguous bfloat16 [M, ", w.rows, "] gradient expected");
+  RECORD_FUNCTION("titan::nf4_amx_backward", std::vector<c10::IValue>({dy}));
   const int64_t m = dy.size(0), n = w.rows, k = w.cols;
   at::Tensor dx = at::empty({m, k}, dy.options());
   if (m == 0) return dx;

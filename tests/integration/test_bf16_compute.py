@@ -1,8 +1,11 @@
 """bfloat16 compute on the CPU (training.mixed_precision_param bfloat16: float32 master weights,
 bfloat16 activations and GEMMs) against Hugging Face's own bfloat16 error, over 20 steps:
 
-- a full fine-tune: titan's bfloat16 losses stay as close to its float32 ones as HF's under
-  torch.autocast("cpu", bfloat16) stay to HF's float32 ones;
+- a full fine-tune: titan's bfloat16 losses stay as close to its float32 ones as HF's do under
+  the same precision policy (a bfloat16 copy of the float32 master weights runs forward and
+  backward, its gradients update the master weights in float32: torchtitan's FSDP mixed
+  precision). torch.autocast would be a looser peer: it keeps the residual stream, the norms and
+  the softmax in float32;
 - QLoRA: the fused nf4_linear (on CPUs with AMX, the AMX kernels: the model's projections are
   multiples of 64) against reference (the weight dequantised, one bfloat16 linear) differ no more
   than HF's bfloat16 training differs from itself across attention backends (eager, sdpa).
@@ -36,27 +39,44 @@ def train(base, job, corpus, *extra, lr=1e-3):
     return read_metrics(job)
 
 
-def hf_losses(base, windows, lrs, autocast, attention):
+def hf_losses(base, windows, lrs, precision, attention="eager"):
     """HF's model trained as titan trains it (mean token loss, gradients clipped to norm 1,
-    AdamW with betas 0.9, 0.95 and weight decay 0.1 at titan's logged learning rates), float32
-    weights, the forward under autocast to bfloat16 when `autocast`."""
+    AdamW with betas 0.9, 0.95 and weight decay 0.1 at titan's logged learning rates) on float32
+    master weights; `precision`: "float32", "autocast" (the forward under torch.autocast to
+    bfloat16) or "bfloat16" (forward and backward on a bfloat16 copy of the master weights, its
+    gradients copied to the master weights in float32)."""
+    import copy
+
     from transformers import AutoModelForCausalLM
 
     model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32,
                                                  attn_implementation=attention)
     model.train()
     params = [p for p in model.parameters() if p.requires_grad]
+    compute = model
+    if precision == "bfloat16":
+        compute = copy.deepcopy(model).to(torch.bfloat16)
+        compute.train()
+    compute_params = [p for p in compute.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=lrs[0], betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)
     losses = []
     for step, lr in enumerate(lrs):
         for group in opt.param_groups:
             group["lr"] = lr
         batch = torch.tensor(windows[step * BATCH:(step + 1) * BATCH])
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
-            logits = model(batch[:, :-1]).logits
+        if compute is not model:
+            with torch.no_grad():
+                for c, p in zip(compute_params, params):
+                    c.copy_(p)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "autocast"):
+            logits = compute(batch[:, :-1]).logits
         loss = torch.nn.functional.cross_entropy(logits.float().reshape(-1, logits.size(-1)),
                                                  batch[:, 1:].reshape(-1))
         loss.backward()
+        if compute is not model:
+            for c, p in zip(compute_params, params):
+                p.grad = c.grad.float()
+                c.grad = None
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
         opt.zero_grad()
@@ -76,8 +96,8 @@ def test_full_fine_tune_in_bf16_stays_within_hfs_own_bf16_error(tmp_path, small_
     bf16 = train(base, tmp_path / "bf16", small_corpus, *BF16)
     lrs = [m["lr"] for m in fp32]
     windows = packed_windows(small_corpus, tokenizer_dir, SEQ, STEPS * BATCH)
-    hf_fp32 = hf_losses(base, windows, lrs, autocast=False, attention="eager")
-    hf_bf16 = hf_losses(base, windows, lrs, autocast=True, attention="eager")
+    hf_fp32 = hf_losses(base, windows, lrs, "float32")
+    hf_bf16 = hf_losses(base, windows, lrs, "bfloat16")
     ours = [m["loss"] for m in fp32]
     # The same training: titan's float32 run is HF's.
     assert max_gap(ours, hf_fp32) <= 1e-4 * max(ours), (ours, hf_fp32)
@@ -98,8 +118,8 @@ def test_qlora_fused_nf4_in_bf16_stays_within_hfs_attention_backend_spread(
                       "--override.imports", "nf4_linear=reference")
     lrs = [m["lr"] for m in fused]
     windows = packed_windows(small_corpus, tokenizer_dir, SEQ, STEPS * BATCH)
-    eager = hf_losses(base, windows, lrs, autocast=True, attention="eager")
-    sdpa = hf_losses(base, windows, lrs, autocast=True, attention="sdpa")
+    eager = hf_losses(base, windows, lrs, "bfloat16", attention="eager")
+    sdpa = hf_losses(base, windows, lrs, "bfloat16", attention="sdpa")
     spread = max_gap(eager, sdpa)
     gap = max_gap([m["loss"] for m in fused], [m["loss"] for m in reference])
     assert gap <= 2 * spread + 1e-4, (gap, spread)

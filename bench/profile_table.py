@@ -16,7 +16,9 @@ GEMM_OPS = {"aten::mm", "aten::addmm", "aten::addmm_", "aten::bmm", "aten::baddb
             "aten::addbmm", "aten::_addmm_activation",
             "titan::gemm",  # titan's CPU kernels' float32 GEMMs on oneDNN (kernels/cpu/gemm.h)
             # titan's NF4 GEMMs on AMX, their dequantisation included (kernels/cpu/nf4_amx.h)
-            "titan::nf4_amx_forward", "titan::nf4_amx_backward"}
+            "titan::nf4_amx_forward", "titan::nf4_amx_backward",
+            # bfloat16 products on float32 master weights on AMX (kernels/cpu/amx_linear.h)
+            "titan::amx_linear_forward", "titan::amx_linear_backward", "titan::amx_weight_grad"}
 
 
 def load_events(trace_path):

@@ -5,6 +5,9 @@ the default corpus, OMP_NUM_THREADS threads (default: all cores).
 
 Cases (each run in a process of its own; the peer in a Python child):
   0.6B full fine-tune, float32          titan                      HF eager + AdamW
+  0.6B full fine-tune, bfloat16 compute titan (mixed_precision_param bfloat16, float32 master
+                                        weights)                   HF under torch.autocast
+                                                                   ("cpu", bfloat16) + AdamW
   0.6B full fine-tune, AdamW8bit        titan                      HF eager + bnb AdamW8bit
   1.7B full fine-tune, AdamW            titan                      HF eager + AdamW
   1.7B full fine-tune, AdamW8bit        titan                      HF eager + bnb AdamW8bit
@@ -20,16 +23,29 @@ which counts the mapped checkpoint pages a process touched) and the peak anonymo
 model state and the peer's tensors counted in its loop. A run that fails or is killed (the
 kernel's OOM killer, or the 23 GiB limit this script sets per process) is reported as such.
 
+Speed: with --rounds N each case runs titan, the peer, titan, the peer ... (N of each, in turn,
+so that a change of the machine's load touches both); the step times are the medians over the
+rounds and the ratio the median of each round's ratio. CPU "MFU": each side's achieved FLOP/s
+(titan's own count, torchtitan's formula: 6 x parameters + attention, the same for the peer's
+tokens) over the machine's GEMM ceiling for the row's compute dtype and tokens per step
+(bench/gemm_ceiling.cpp, the best of oneDNN and MKL over the model's projection shapes; run
+first, or read from --ceiling JSON). --profile traces one more step of each side (titan's
+profiling.*, torch.profiler for the peer; not part of the step times) and adds the GEMMs' share
+of the step and, per row, both sides' top CPU ops by self time (bench/profile_table.py).
+
 Also: titan's start-up estimate against the resident memory of a run at 16 tokens (where
 activations are negligible), for the 0.6B full fine-tune and the 4B QLoRA.
 
 usage: build/python bench/memory_at_scale.py [--cases all|0.6B|1.7B|4B|8B] [--match TEXT] [--steps 3]
+                                             [--rounds 1]
+                                             [--profile] [--ceiling JSON] [--no-estimate]
                                              [--write-results]
 """
 import argparse
 import json
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -39,6 +55,9 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "bench"))
+
+from profile_table import self_time_table  # noqa: E402
 CACHE = Path(os.environ.get("TITAN_CACHE_DIR", Path.home() / ".cache" / "titan-cpp"))
 PROJECTIONS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 LIMIT_BYTES = 23 * 2**30  # per process: a run above this is reported as not fitting
@@ -151,11 +170,12 @@ def run_child(cmd, env):
     return stdout, stderr, code, usage.ru_maxrss * 1024, sampler.peak
 
 
-def titan_case(case, base, job, args, env):
+def titan_case(case, base, job, args, env, profile=False):
+    steps = case.get("steps", args.steps)
     cmd = [str(REPO / "build" / "bin" / "titan"), "train", "--module", "qwen3", "--config",
            "qwen3_debugmodel", "--model.flavor", "auto", "--model.hf_assets_path", str(base),
            "--checkpoint.initial_load_path", str(base), "--checkpoint.initial_load_in_hf",
-           "--training.steps", str(case.get("steps", args.steps)),
+           "--training.steps", str(steps + 1 if profile else steps),
            "--training.local_batch_size", "1", "--training.seq_len", str(case.get("seq", 512)),
            "--job.dump_folder", str(job),
            "--training.dataset_path", str(REPO / "assets/corpus/python_stdlib.jsonl"),
@@ -169,15 +189,23 @@ def titan_case(case, base, job, args, env):
         cmd += ["--training.mixed_precision_param", "bfloat16"]
     if case.get("ac"):
         cmd += ["--activation_checkpoint.mode", case["ac"]]
+    if profile:  # one more step, traced, not among the timed ones
+        cmd += ["--profiling.enable_profiling", "--profiling.profile_freq", str(steps + 1)]
     stdout, stderr, code, rss, anon = run_child(cmd, env)
     result = {"rss": rss, "anon": anon, "code": code}
     if code != 0:
         result["error"] = (stderr.strip().splitlines() or ["?"])[-1][:200]
         return result
     metrics = [json.loads(l) for l in (job / "metrics.jsonl").read_text().splitlines()]
+    if profile:
+        metrics = metrics[:-1]
+        result["trace"] = job / "profile_traces" / f"iteration_{steps + 1}" / "rank0_trace.json"
     tokens = case.get("seq", 512)
     times = [tokens / m["tps"] for m in metrics[1:]] or [tokens / metrics[0]["tps"]]
-    result.update(step=statistics.median(times), loss=metrics[-1]["loss"])
+    # torchtitan's FLOPs per token, as titan's step line counts them (tflops / tps).
+    flops = [m["tflops"] * 1e12 / m["tps"] for m in metrics if m.get("tps")]
+    result.update(step=statistics.median(times), loss=metrics[-1]["loss"],
+                  flops_per_token=flops[-1] if flops else None)
     # "holds A MiB of parameters, as much again of gradients and B MiB of optimizer state:
     # C MiB, ...; and D MiB of frozen base"
     line = next(l for l in stdout.splitlines() if " holds " in l)
@@ -187,8 +215,9 @@ def titan_case(case, base, job, args, env):
     return result
 
 
-def peer_main(case, base, steps):
-    """One peer run in this (child) process; prints a JSON line."""
+def peer_main(case, base, steps, trace=None):
+    """One peer run in this (child) process; prints a JSON line. With `trace`, one more step is
+    traced with torch.profiler (CPU ops) into that file, and not timed."""
     import torch
     from transformers import AutoModelForCausalLM, BitsAndBytesConfig
 
@@ -197,6 +226,11 @@ def peer_main(case, base, steps):
 
     torch.manual_seed(0)
     dtype = torch.bfloat16 if case["dtype"] == "bfloat16" else torch.float32
+    # titan's bfloat16 compute of a full fine-tune (float32 master weights) against HF's
+    # float32 model under autocast.
+    autocast = case["kind"] == "full" and dtype == torch.bfloat16
+    if autocast:
+        dtype = torch.float32
     if case["kind"] == "qlora":
         import peft
         quant = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4",
@@ -222,19 +256,29 @@ def peer_main(case, base, steps):
         opt = torch.optim.AdamW(params, lr=1e-5, betas=(0.9, 0.95), weight_decay=0.1,
                                 fused=True)
     seq = case.get("seq", 512)
+    total = steps + (1 if trace else 0)
     data = packed_windows(REPO / "assets" / "corpus" / "python_stdlib.jsonl",
-                          REPO / "assets" / "qwen3-tokenizer", seq, steps)
+                          REPO / "assets" / "qwen3-tokenizer", seq, total)
     times, loss = [], None
-    for step in range(steps):
+
+    def one_step(step):
         batch = torch.tensor(data[step:step + 1])
-        start = time.perf_counter()
-        out = model(batch[:, :-1], labels=batch[:, 1:])
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            out = model(batch[:, :-1], labels=batch[:, 1:])
         out.loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
         opt.zero_grad(set_to_none=True)
+        return out.loss.item()
+
+    for step in range(steps):
+        start = time.perf_counter()
+        loss = one_step(step)
         times.append(time.perf_counter() - start)
-        loss = out.loss.item()
+    if trace:
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+            one_step(steps)
+        prof.export_chrome_trace(trace)
     trained = sum(p.numel() * p.element_size() for p in params)
     seen = {id(p) for p in params}
     frozen = sum(t.numel() * t.element_size() for t in list(model.parameters()) +
@@ -246,9 +290,11 @@ def peer_main(case, base, steps):
                       "step": statistics.median(times[1:]), "loss": loss}))
 
 
-def peer_case(case, base, args, env):
+def peer_case(case, base, args, env, trace=None):
     cmd = [sys.executable, __file__, "--peer", json.dumps(case), "--base", str(base), "--steps",
            str(case.get("steps", args.steps))]
+    if trace:
+        cmd += ["--trace", str(trace)]
     stdout, stderr, code, rss, anon = run_child(cmd, env)
     result = {"rss": rss, "anon": anon, "code": code}
     if code != 0:
@@ -256,12 +302,15 @@ def peer_case(case, base, args, env):
         result["error"] = f"exit {code}: {lines[-1][:200]}"
         return result
     result.update(json.loads(stdout.strip().splitlines()[-1]))
+    if trace:
+        result["trace"] = trace
     return result
 
 
 CASES = [
     # size, kind, dtype, activation checkpointing, label, peer
     dict(size="0.6B", kind="full", dtype="float32", peer="HF eager + AdamW"),
+    dict(size="0.6B", kind="full", dtype="bfloat16", peer="HF eager + autocast bf16 + AdamW"),
     dict(size="0.6B", kind="full", dtype="float32", ac="full", peer="HF + gradient checkpointing"),
     dict(size="0.6B", kind="full", dtype="float32", ac="selective", peer=None),
     dict(size="0.6B", kind="full", dtype="float32", optimizer="AdamW8bit",
@@ -300,7 +349,55 @@ def describe(case):
     return f"Qwen3-{case['size']} {text}, {case['dtype']}"
 
 
-def row(case, t, p):
+def gemm_ceiling(args, env):
+    """{size: {dtype: {tokens: GFLOP/s}}} and the ceiling bench's markdown text."""
+    if args.ceiling:
+        return json.loads(Path(args.ceiling).read_text()), None
+    sizes = sorted({c["size"] for c in CASES if c["size"] in selected_sizes(args)})
+    tokens = sorted({str(c.get("seq", 512)) for c in CASES if c["size"] in sizes})
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "ceiling.json"
+        text = subprocess.run([str(REPO / "build" / "bin" / "titan_gemm_ceiling"), "--models",
+                               ",".join(sizes), "--tokens", ",".join(tokens), "--json", str(out)],
+                              check=True, capture_output=True, text=True, env=env).stdout
+        return json.loads(out.read_text()), text
+
+
+def selected_sizes(args):
+    return list(SHAPES) if args.cases == "all" else args.cases.split(",")
+
+
+def mfu(case, r, flops_per_token, ceiling):
+    """Achieved FLOP/s of a run over the ceiling of its dtype at its tokens per step, in %."""
+    try:
+        top = ceiling[case["size"]][case["dtype"]][str(case.get("seq", 512))] * 1e9
+    except KeyError:
+        return "-"
+    if "step" not in r or not flops_per_token:
+        return "-"
+    return f"{100 * flops_per_token * case.get('seq', 512) / r['step'] / top:.1f}%"
+
+
+def gemm_share(r):
+    if not r.get("trace") or not Path(r["trace"]).exists():
+        return "-"
+    _, step_ms, gemm_ms = self_time_table(r["trace"], 1)
+    return f"{100 * gemm_ms / step_ms:.0f}%"
+
+
+def combine(runs):
+    """One side's result over its rounds: the median step, the peaks' maximum."""
+    ok = [r for r in runs if "step" in r]
+    out = dict(runs[-1] if not ok else ok[-1])
+    for key in ("rss", "anon"):
+        out[key] = max(r.get(key, 0) for r in runs)
+    if ok:
+        out["step"] = statistics.median(r["step"] for r in ok)
+        out["steps"] = [r["step"] for r in ok]
+    return out
+
+
+def row(case, t, p, ceiling, profile):
     def step(r):
         if "step" in r:
             return f"{r['step']:.1f} s"
@@ -309,12 +406,19 @@ def row(case, t, p):
         memory = ("stopped by the benchmark" in error or "model state needs" in error or
                   "out of memory" in error.lower() or r.get("code") in (-9, 137))
         return "does not fit" if memory else "failed"
-    ratio = f"{p['step'] / t['step']:.2f}" if "step" in t and p and "step" in p else "-"
+    ratio = "-"
+    if p and t.get("steps") and p.get("steps"):
+        # each round's ratio, then their median
+        ratio = f"{statistics.median(b / a for a, b in zip(t['steps'], p['steps'])):.2f}"
     peer = p or {}
     peer_name = case.get("peer") or "-"
+    flops = t.get("flops_per_token")
     cells = [describe(case), peer_name, step(t), step(peer) if p else "-", ratio,
-             gib(t["rss"]), gib(t["anon"]), gib(t.get("state")),
-             gib(peer.get("rss")), gib(peer.get("anon")), gib(peer.get("state"))]
+             mfu(case, t, flops, ceiling), mfu(case, peer, flops, ceiling) if p else "-"]
+    if profile:
+        cells += [gemm_share(t), gemm_share(peer) if p else "-"]
+    cells += [gib(t["rss"]), gib(t["anon"]), gib(t.get("state")),
+              gib(peer.get("rss")), gib(peer.get("anon")), gib(peer.get("state"))]
     line = "| " + " | ".join(cells) + " |"
     notes = []
     if "error" in t:
@@ -324,31 +428,57 @@ def row(case, t, p):
     return line, notes
 
 
+def profile_text(case, t, p, top):
+    """Both sides' top CPU ops by self time, for a row."""
+    parts = []
+    for name, r in (("titan", t), (case.get("peer"), p)):
+        if r and r.get("trace") and Path(r["trace"]).exists():
+            table, _, _ = self_time_table(r["trace"], top)
+            parts += [f"{describe(case)}: {name}, one step, {table}", ""]
+    return parts
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=1, help="titan and the peer in turn, N each")
     ap.add_argument("--cases", default="all")
     ap.add_argument("--match", default="",
                     help="only the cases whose description contains this (e.g. AdamW8bit)")
+    ap.add_argument("--profile", action="store_true", help="trace one more step of each side")
+    ap.add_argument("--top", type=int, default=12, help="ops per profile table")
+    ap.add_argument("--keep-traces", help="copy the profiled steps' traces into this folder")
+    ap.add_argument("--ceiling", help="a titan_gemm_ceiling --json file instead of running it")
+    ap.add_argument("--no-estimate", action="store_true", help="skip the start-up estimate rows")
     ap.add_argument("--write-results", action="store_true")
     ap.add_argument("--peer")
     ap.add_argument("--base")
+    ap.add_argument("--trace")
     args = ap.parse_args()
     if args.peer:
-        return peer_main(json.loads(args.peer), Path(args.base), args.steps)
+        return peer_main(json.loads(args.peer), Path(args.base), args.steps, args.trace)
     if args.write_results and args.match:
         ap.error("--write-results rewrites the whole section: run every case (no --match)")
     env = dict(os.environ)
     env.setdefault("OMP_NUM_THREADS", str(os.cpu_count()))
-    sizes = list(SHAPES) if args.cases == "all" else args.cases.split(",")
-    lines = [f"Random weights in the published shapes, batch 1 x 512 (unless the case says), {env['OMP_NUM_THREADS']} "
-             f"threads, {args.steps} steps (median after the first), one process each; "
-             f"RSS: ru_maxrss (mapped checkpoint pages included), anon: peak RssAnon sampled; "
-             f"state: titan's start-up line, the peer's tensors.", "",
-             "| case | peer | titan step | peer step | ratio (peer/titan) | titan peak RSS | "
-             "titan peak anon | titan state | peer peak RSS | peer peak anon | peer state |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    notes = []
+    sizes = selected_sizes(args)
+    ceiling, ceiling_text = gemm_ceiling(args, env)
+    if ceiling_text:
+        print(ceiling_text, flush=True)
+    load = " / ".join(f"{x:.1f}" for x in os.getloadavg())
+    lines = [f"Random weights in the published shapes, batch 1 x 512 (unless the case says), "
+             f"{env['OMP_NUM_THREADS']} threads, {args.steps} steps (median after the first), "
+             f"{args.rounds} round(s) of titan then the peer, one process each; load average "
+             f"at the start {load}; MFU: torchtitan's FLOPs of the step over the GEMM ceiling "
+             f"of the row's dtype and tokens; RSS: ru_maxrss (mapped checkpoint pages included), "
+             f"anon: peak RssAnon sampled; state: titan's start-up line, the peer's tensors.", "",
+             "| case | peer | titan step | peer step | ratio (peer/titan) | titan MFU | peer MFU |"
+             + (" titan GEMM share | peer GEMM share |" if args.profile else "") +
+             " titan peak RSS | titan peak anon | titan state | peer peak RSS | peer peak anon | "
+             "peer state |",
+             "|---|---|---:|---:|---:|---:|---:|" + ("---:|---:|" if args.profile else "") +
+             "---:|---:|---:|---:|---:|---:|"]
+    notes, profiles = [], []
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         def chosen(cases):
@@ -356,41 +486,65 @@ def main():
 
         for i, case in enumerate(chosen(CASES)):
             base = model_dir(case["size"])
-            t = titan_case(case, base, tmp / f"titan{i}", args, env)
-            p = peer_case(case, base, args, env) if case.get("peer") else None
-            line, why = row(case, t, p)
+            ts, ps = [], []
+            for k in range(args.rounds):
+                last = k == args.rounds - 1
+                prof = args.profile and last
+                ts.append(titan_case(case, base, tmp / f"titan{i}-{k}", args, env, prof))
+                if case.get("peer"):
+                    ps.append(peer_case(case, base, args, env,
+                                        tmp / f"peer{i}.json" if prof else None))
+            t, p = combine(ts), combine(ps) if ps else None
+            line, why = row(case, t, p, ceiling, args.profile)
             print(line, flush=True)
             lines.append(line)
             notes += why
-        lines += ["", "Start-up estimate of the model state against the peak of a run at 16 "
-                  "tokens a step (activations negligible; the process itself, libtorch and the "
-                  "tokenizer, is part of the measured figure):", "",
-                  "| case | estimate | peak anon | peak RSS | estimate / anon |",
-                  "|---|---:|---:|---:|---:|"]
-        for i, case in enumerate(chosen(ESTIMATE_CASES)):
-            t = titan_case(case, model_dir(case["size"]), tmp / f"estimate{i}", args, env)
-            if "state" not in t:
-                notes.append(f"estimate {describe(case)}: {t.get('error')}")
-                continue
-            line = (f"| {describe(case)} | {gib(t['state'])} | {gib(t['anon'])} | {gib(t['rss'])} "
-                    f"| {t['state'] / t['anon']:.2f} |")
-            print(line, flush=True)
-            lines.append(line)
+            if args.profile:
+                profiles += profile_text(case, t, p, args.top)
+                if args.keep_traces:
+                    keep = Path(args.keep_traces)
+                    keep.mkdir(parents=True, exist_ok=True)
+                    label = describe(case).replace(" ", "_").replace(",", "")
+                    for side, r in (("titan", t), ("peer", p or {})):
+                        if r.get("trace") and Path(r["trace"]).exists():
+                            shutil.copy(r["trace"], keep / f"{label}.{side}.json")
+        if not args.no_estimate:
+            lines += ["", "Start-up estimate of the model state against the peak of a run at 16 "
+                      "tokens a step (activations negligible; the process itself, libtorch and "
+                      "the tokenizer, is part of the measured figure):", "",
+                      "| case | estimate | peak anon | peak RSS | estimate / anon |",
+                      "|---|---:|---:|---:|---:|"]
+            for i, case in enumerate(chosen(ESTIMATE_CASES)):
+                t = titan_case(case, model_dir(case["size"]), tmp / f"estimate{i}", args, env)
+                if "state" not in t:
+                    notes.append(f"estimate {describe(case)}: {t.get('error')}")
+                    continue
+                line = (f"| {describe(case)} | {gib(t['state'])} | {gib(t['anon'])} | "
+                        f"{gib(t['rss'])} | {t['state'] / t['anon']:.2f} |")
+                print(line, flush=True)
+                lines.append(line)
+        if profiles:
+            lines += ["", "Profiles (one traced step each, CPU ops by self time):", ""] + profiles
     if notes:
         lines += ["", "Failures:", ""] + [f"- {n}" for n in notes]
     text = "\n".join(lines)
     print("\n" + text)
     if args.write_results:
         results = REPO / "bench" / "RESULTS.md"
-        heading = "## Memory at real sizes (bench/memory_at_scale.py)"
         body = results.read_text()
-        start = body.find(heading)
-        section = f"{heading}\n\n{text}\n"
-        if start >= 0:
-            end = body.find("\n## ", start + len(heading))
-            body = body[:start] + section + (body[end + 1:] if end >= 0 else "")
-        else:
-            body = body.rstrip("\n") + "\n\n" + section
+        sections = [("## Memory at real sizes (bench/memory_at_scale.py)", text)]
+        if ceiling_text:
+            sections.insert(0, ("## GEMM ceiling (bench/gemm_ceiling.cpp)",
+                                f"{env['OMP_NUM_THREADS']} threads, load average {load}.\n\n"
+                                + ceiling_text.strip()))
+        for heading, section_text in sections:
+            start = body.find(heading)
+            section = f"{heading}\n\n{section_text}\n"
+            if start >= 0:
+                end = body.find("\n## ", start + len(heading))
+                body = body[:start] + section + (body[end + 1:] if end >= 0 else "")
+            else:
+                body = body.rstrip("\n") + "\n\n" + section
         results.write_text(body)
 
 

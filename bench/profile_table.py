@@ -3,7 +3,9 @@ export_chrome_trace for a peer), by total time: GPU kernels when the trace has t
 ops. Prints a markdown table; with --self, CPU ops by self time (their own time, children
 excluded) and the GEMMs' share of the step.
 
-usage: python3 bench/profile_table.py TRACE.json [--top 15] [--cpu] [--self]
+--shapes: the GEMMs (GEMM_OPS) grouped by their input shapes (the traces record them), by time.
+
+usage: python3 bench/profile_table.py TRACE.json [--top 15] [--cpu] [--self] [--shapes]
 """
 import argparse
 import collections
@@ -12,7 +14,11 @@ import json
 # The matrix multiplications (leaf ops: aten::matmul and aten::linear call these).
 GEMM_OPS = {"aten::mm", "aten::addmm", "aten::addmm_", "aten::bmm", "aten::baddbmm",
             "aten::addbmm", "aten::_addmm_activation",
-            "titan::gemm"}  # titan's CPU kernels' float32 GEMMs on oneDNN (kernels/cpu/gemm.h)
+            "titan::gemm",  # titan's CPU kernels' float32 GEMMs on oneDNN (kernels/cpu/gemm.h)
+            # titan's NF4 GEMMs on AMX, their dequantisation included (kernels/cpu/nf4_amx.h)
+            "titan::nf4_amx_forward", "titan::nf4_amx_backward",
+            # bfloat16 products on float32 master weights on AMX (kernels/cpu/amx_linear.h)
+            "titan::amx_linear_forward", "titan::amx_linear_backward", "titan::amx_weight_grad"}
 
 
 def load_events(trace_path):
@@ -77,13 +83,34 @@ def self_time_table(trace_path, top):
     return "\n".join(lines), step_ms, gemm_ms
 
 
+def gemm_shapes_table(trace_path, top):
+    """Markdown rows of the GEMMs by op and input shapes: total ms, calls, share of all GEMMs."""
+    total, count = collections.Counter(), collections.Counter()
+    for e in load_events(trace_path):
+        if e.get("cat") == "cpu_op" and e.get("name") in GEMM_OPS and "dur" in e:
+            dims = e.get("args", {}).get("Input Dims", [])
+            key = (e["name"], " x ".join(str(d) for d in dims if d))
+            total[key] += e["dur"]
+            count[key] += 1
+    whole = sum(total.values()) or 1
+    lines = ["| GEMM | input shapes | ms | calls | share of GEMMs |", "|---|---|---:|---:|---:|"]
+    for (name, dims), us in total.most_common(top):
+        lines.append(f"| {name} | {dims} | {us / 1000:.1f} | {count[(name, dims)]} | "
+                     f"{100 * us / whole:.1f}% |")
+    return "\n".join(lines)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("trace")
     ap.add_argument("--top", type=int, default=15)
     ap.add_argument("--cpu", action="store_true", help="CPU ops even when kernels are present")
     ap.add_argument("--self", action="store_true", help="CPU ops by self time, GEMM share")
+    ap.add_argument("--shapes", action="store_true", help="GEMMs by input shapes")
     args = ap.parse_args()
+    if args.shapes:
+        print(gemm_shapes_table(args.trace, args.top))
+        return
     if args.self:
         print(self_time_table(args.trace, args.top)[0])
         return

@@ -9,20 +9,23 @@ from transformers import Qwen3Config, Qwen3ForCausalLM, Qwen3MoeConfig, Qwen3Moe
 QWEN3_VOCAB = 151936  # room for the real tokenizer's ids
 
 
-def make_hf_model(path, moe=False, tied=True, seed=0, tokenizer_dir=None, vocab=QWEN3_VOCAB):
-    """Writes a random HF model with save_pretrained (and the tokenizer files) to `path`."""
+def make_hf_model(path, moe=False, tied=True, seed=0, tokenizer_dir=None, vocab=QWEN3_VOCAB,
+                  **overrides):
+    """Writes a random HF model with save_pretrained (and the tokenizer files) to `path`;
+    `overrides` replace config values (hidden_size, intermediate_size, head_dim ...)."""
     torch.manual_seed(seed)
     common = dict(
         vocab_size=vocab, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
         num_key_value_heads=2, head_dim=16, max_position_embeddings=512, rope_theta=1e6,
-        tie_word_embeddings=tied, rms_norm_eps=1e-6,
+        tie_word_embeddings=tied, rms_norm_eps=1e-6, intermediate_size=96,
     )
+    common.update(overrides)
     if moe:
-        cfg = Qwen3MoeConfig(**common, intermediate_size=96, moe_intermediate_size=32,
+        cfg = Qwen3MoeConfig(**common, moe_intermediate_size=32,
                              num_experts=4, num_experts_per_tok=2, norm_topk_prob=True)
         model = Qwen3MoeForCausalLM(cfg)
     else:
-        cfg = Qwen3Config(**common, intermediate_size=96)
+        cfg = Qwen3Config(**common)
         model = Qwen3ForCausalLM(cfg)
     model = model.float().eval()
     model.save_pretrained(path)

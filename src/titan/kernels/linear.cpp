@@ -2,6 +2,7 @@
 
 #include <torch/csrc/autograd/custom_function.h>
 
+#include "titan/kernels/cpu/amx_linear.h"
 #include "titan/kernels/cpu/gemm.h"
 
 namespace titan::kernels {
@@ -43,7 +44,16 @@ bool on_onednn(const at::Tensor& x, const at::Tensor& weight) {
 
 }  // namespace
 
-at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
+at::Tensor linear(const at::Tensor& x, const at::Tensor& weight_in, const at::Tensor& bias_in) {
+  const auto dt = x.scalar_type();
+  const at::Tensor bias = bias_in.defined() ? bias_in.to(dt) : bias_in;
+  // bfloat16 compute on float32 master weights: the AMX kernels round the weight to bfloat16
+  // inside the product (no bfloat16 copy of the weight) and give its gradient in float32.
+  if (cpu::amx_linear_supports(x, weight_in)) {
+    const at::Tensor y = cpu::amx_linear(x, weight_in);
+    return bias.defined() ? y + bias : y;
+  }
+  const at::Tensor weight = weight_in.to(dt);
   if (!on_onednn(x, weight)) return at::linear(x, weight, bias);
   TORCH_CHECK(x.size(-1) == weight.size(1), "linear: input of shape ", x.sizes(),
               " does not match weight of shape ", weight.sizes());

@@ -1,13 +1,17 @@
 #include "titan/kernels/nf4.h"
 
 #include <ATen/Parallel.h>
+#include <ATen/record_function.h>
 #include <c10/util/BFloat16.h>
 #include <c10/util/Half.h>
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <vector>
+
+#include "titan/kernels/cpu/nf4_avx512.h"
 
 #include "titan/common/error.h"
 
@@ -63,6 +67,31 @@ void dequantize_range(const Nf4Weight& w, int64_t first, int64_t count, T* out) 
     }
     if (e < run_end) *out++ = from_float<T>(values[packed[e++ >> 1] >> 4]);
   }
+}
+
+// dequantize_range, whole blocks of 64 on AVX-512 where the CPU has it (bit for bit the same
+// values), the rest by the portable loop.
+template <class T>
+void dequantize_range_fast(const Nf4Weight& w, int64_t first, int64_t count, T* out) {
+#ifdef TITAN_NF4_AVX512
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, c10::BFloat16>) {
+    const int64_t bs = w.blocksize;
+    if (bs == 64 && cpu::nf4_avx512::cpu_has_avx512()) {
+      const int64_t head = std::min(count, (bs - first % bs) % bs);
+      if (head > 0) dequantize_range(w, first, head, out);
+      const int64_t blocks = (count - head) / bs;
+      const int64_t start = first + head;  // a block's first element: even, so a whole byte
+      using Out = std::conditional_t<std::is_same_v<T, float>, float, uint16_t>;
+      cpu::nf4_avx512::dequantize_blocks(w.packed.const_data_ptr<uint8_t>() + start / 2,
+                                         w.absmax.const_data_ptr<float>() + start / bs, blocks,
+                                         reinterpret_cast<Out*>(out + head));
+      const int64_t done = head + blocks * bs;
+      if (done < count) dequantize_range(w, first + done, count - done, out + done);
+      return;
+    }
+  }
+#endif
+  dequantize_range(w, first, count, out);
 }
 
 void check_weight(const Nf4Weight& w) {
@@ -146,6 +175,9 @@ Nf4Weight quantize_nf4(const at::Tensor& weight, int64_t blocksize) {
 }
 
 void dequantize_nf4_rows_cpu(const Nf4Weight& w, int64_t begin, at::Tensor& out) {
+  // Named for the profiler (profiling.* traces): nf4_linear's tiles spend their time here and in
+  // their GEMMs.
+  RECORD_FUNCTION("titan::nf4_dequantize", std::vector<c10::IValue>({out}));
   check_weight(w);
   const int64_t rows = out.size(0), cols = w.cols;
   TITAN_CHECK(out.dim() == 2 && out.size(1) == cols && out.is_contiguous() && out.is_cpu(),
@@ -157,10 +189,10 @@ void dequantize_nf4_rows_cpu(const Nf4Weight& w, int64_t begin, at::Tensor& out)
     const int64_t first = (begin + r0) * cols, count = (r1 - r0) * cols;
     switch (out.scalar_type()) {
       case at::kFloat:
-        dequantize_range(w, first, count, out.mutable_data_ptr<float>() + r0 * cols);
+        dequantize_range_fast(w, first, count, out.mutable_data_ptr<float>() + r0 * cols);
         break;
       case at::kBFloat16:
-        dequantize_range(w, first, count, out.mutable_data_ptr<c10::BFloat16>() + r0 * cols);
+        dequantize_range_fast(w, first, count, out.mutable_data_ptr<c10::BFloat16>() + r0 * cols);
         break;
       case at::kHalf:
         dequantize_range(w, first, count, out.mutable_data_ptr<c10::Half>() + r0 * cols);
@@ -240,5 +272,19 @@ at::Tensor dequantize_scales(const QuantizedScales& s) {
 int64_t nf4_bytes(const Nf4Weight& w) {
   return w.packed.numel() + w.absmax.numel() * static_cast<int64_t>(w.absmax.element_size());
 }
+
+#ifdef TITAN_NF4_AVX512
+namespace cpu::nf4_avx512 {
+
+bool cpu_has_avx512() {
+  static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                          __builtin_cpu_supports("avx512vl");
+  return has;
+}
+
+const float* code_values() { return nf4_code().data(); }
+
+}  // namespace cpu::nf4_avx512
+#endif
 
 }  // namespace titan::kernels

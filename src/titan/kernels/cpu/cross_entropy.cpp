@@ -4,8 +4,10 @@
 // per row a pass for its maximum, one that overwrites the logits with exp(logit - max) and sums
 // them (the row's loss), and one that scales them into their gradient, softmax -
 // one_hot(label), in the activations' dtype (as the CUDA kernel does); then the two gradient
-// GEMMs read that buffer. The GEMMs are oneDNN's (gemm.h). Gradients are computed in forward (the
-// logits never outlive their chunk) and backward scales them in place by the incoming gradient.
+// GEMMs read that buffer. The GEMMs are oneDNN's (gemm.h), or in bfloat16 on a CPU with AMX the
+// AMX kernels of amx_linear.h (the float32 weight read as it is, its gradient summed in float32
+// over every chunk). Gradients are computed in forward (the logits never outlive their chunk)
+// and backward scales them in place by the incoming gradient.
 // reference, by contrast, runs logsumexp (several passes), a float32 copy, exp, scatter and mask
 // over [rows, vocab] temporaries.
 //
@@ -18,6 +20,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "titan/kernels/cpu/amx_linear.h"
 #include "titan/kernels/cpu/cpu_kernels.h"
 #include "titan/kernels/cpu/gemm.h"
 #include "titan/kernels/cpu/rows.h"
@@ -107,7 +110,11 @@ class CrossEntropyFunction : public torch::autograd::Function<CrossEntropyFuncti
     const bool write_grad = grad_hidden || grad_weight;
     const int64_t n = hidden.size(0), vocab = weight.size(0);
     const at::ScalarType dtype = hidden.scalar_type();
-    const at::Tensor w = weight.to(dtype);
+    // bfloat16 on an AMX CPU: the head's three products on the AMX kernels, which read the
+    // (float32 master or bfloat16) weight as it is and sum its gradient in float32 over all
+    // chunks; otherwise the weight cast to the activations' dtype and gemm.h's GEMMs.
+    const bool amx = dtype == at::kBFloat16 && amx_matmul_supports(weight);
+    const at::Tensor w = amx ? weight : weight.to(dtype);
     std::vector<float> row_loss(n);
     at::Tensor dh = grad_hidden ? at::empty_like(hidden) : at::Tensor();
     // The weight gradient accumulates in float32 (written by the first chunk's GEMM).
@@ -119,14 +126,22 @@ class CrossEntropyFunction : public torch::autograd::Function<CrossEntropyFuncti
       const int64_t rows = std::min(chunk, n - start);
       const at::Tensor h = hidden.narrow(0, start, rows);
       at::Tensor logits = chunk_buffer(rows, vocab, dtype);
-      gemm_out(h, w.t(), logits);
+      if (amx)
+        amx_mixed_forward_out(h, w, logits);
+      else
+        gemm_out(h, w.t(), logits);
       loss_and_grad_rows(logits, labels.const_data_ptr<int64_t>() + start, ignore_index, write_grad,
                          row_loss.data() + start);
       if (grad_hidden) {
-        gemm_out(logits, w, dh.narrow(0, start, rows));
+        if (amx)
+          dh.narrow(0, start, rows).copy_(amx_mixed_backward(logits, w));
+        else
+          gemm_out(logits, w, dh.narrow(0, start, rows));
       }
       if (!grad_weight) continue;
-      if (dtype == at::kFloat) {
+      if (amx) {
+        amx_weight_grad(logits, h, dw, /*accumulate=*/start > 0);
+      } else if (dtype == at::kFloat) {
         gemm_out(logits.t(), h, dw, /*accumulate=*/start > 0);
       } else if (start == 0) {
         dw.copy_(gemm(logits.t(), h));

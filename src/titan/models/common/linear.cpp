@@ -47,17 +47,15 @@ at::Tensor dequantize_base(const Nf4Base& base, at::ScalarType dtype) {
 }
 
 at::Tensor Linear::project(const at::Tensor& x) const {
-  const auto dt = x.scalar_type();
-  at::Tensor y = nf4 ? nf4_linear(x, nf4->resolved()) : kernels::linear(x, weight.to(dt));
+  // kernels::linear casts the (float32 master) weight to x's dtype itself, or multiplies by it
+  // as it is (AMX, kernels/cpu/amx_linear.h).
+  at::Tensor y = nf4 ? nf4_linear(x, nf4->resolved()) : kernels::linear(x, weight);
   if (adapter) y = y + lora_term(x, *adapter);
   return y;
 }
 
 at::Tensor Linear::forward(const at::Tensor& x) const {
-  if (plain()) {
-    const auto dt = x.scalar_type();
-    return kernels::linear(x, weight.to(dt), bias.defined() ? bias.to(dt) : bias);
-  }
+  if (plain()) return kernels::linear(x, weight, bias);
   const at::Tensor y = project(x);
   return bias.defined() ? y + bias.to(x.scalar_type()) : y;
 }

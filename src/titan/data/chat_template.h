@@ -19,11 +19,14 @@ class ChatTemplate {
   virtual ~ChatTemplate() = default;
   // The text of a conversation (ordered JSON: the template prints tools in their own key order):
   // `messages` a list of {"role", "content", ...} objects, `tools` null or a list of JSON schemas.
-  // Throws titan::Error with the template's own message when it rejects the conversation
-  // (raise_exception) or fails.
+  // `template_kwargs` null or an object of further template variables (apply_chat_template's
+  // **kwargs, e.g. {"enable_thinking": false}; they override the special tokens of the same
+  // name, as in Transformers). Throws titan::Error with the template's own message when it
+  // rejects the conversation (raise_exception) or fails.
   virtual std::string render(const nlohmann::ordered_json& messages,
-                             const nlohmann::ordered_json& tools,
-                             bool add_generation_prompt) const = 0;
+                             const nlohmann::ordered_json& tools, bool add_generation_prompt,
+                             const nlohmann::ordered_json& template_kwargs =
+                                 nlohmann::ordered_json()) const = 0;
 };
 
 // The template of the tokenizer folder `dir`, with its special tokens (bos_token, eos_token,

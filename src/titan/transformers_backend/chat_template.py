@@ -32,9 +32,11 @@ def compile_template(source):
     return env.from_string(source)
 
 
-def render(template, special_tokens_json, messages_json, tools_json, add_generation_prompt):
-    """The text of one conversation (JSON in, so that titan passes plain strings)."""
+def render(template, special_tokens_json, messages_json, tools_json, add_generation_prompt,
+           kwargs_json="{}"):
+    """The text of one conversation (JSON in, so that titan passes plain strings). The extra
+    template variables override the special tokens of the same name, as in apply_chat_template."""
     tools = json.loads(tools_json)
+    variables = {**json.loads(special_tokens_json), **json.loads(kwargs_json)}
     return template.render(messages=json.loads(messages_json), tools=tools, documents=None,
-                           add_generation_prompt=add_generation_prompt,
-                           **json.loads(special_tokens_json))
+                           add_generation_prompt=add_generation_prompt, **variables)

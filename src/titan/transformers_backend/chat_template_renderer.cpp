@@ -35,12 +35,14 @@ class PythonChatTemplate : public data::ChatTemplate {
   ~PythonChatTemplate() override = default;
 
   std::string render(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
-                     bool add_generation_prompt) const override {
+                     bool add_generation_prompt,
+                     const nlohmann::ordered_json& template_kwargs) const override {
     const std::string messages_json = messages.dump(), tools_json = tools.dump();
+    const std::string kwargs_json = template_kwargs.is_null() ? "{}" : template_kwargs.dump();
     py::gil_scoped_acquire gil;
     try {
       return (*render_)(*template_, special_tokens_json_, messages_json, tools_json,
-                        add_generation_prompt)
+                        add_generation_prompt, kwargs_json)
           .cast<std::string>();
     } catch (const py::error_already_set& e) {
       fail("the chat template failed: ", describe(e));

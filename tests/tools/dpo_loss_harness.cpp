@@ -73,7 +73,8 @@ int run(const std::map<std::string, std::string>& flags) {
   for (int64_t m = 0; m < micro_batches; ++m) {
     // Micro-batch m: pairs [m per, (m + 1) per), rows chosen then rejected.
     const auto rows = [&](const at::Tensor& t) {
-      return at::cat({t.slice(0, m * per, (m + 1) * per), t.slice(0, P + m * per, P + (m + 1) * per)});
+      return at::cat(
+          {t.slice(0, m * per, (m + 1) * per), t.slice(0, P + m * per, P + (m + 1) * per)});
     };
     const tt::PairLogps logps{rows(sequence), rows(reference), rows(tokens)};
     loss = loss + tt::dpo_loss_share(logps, settings, static_cast<double>(P), chosen_tokens);

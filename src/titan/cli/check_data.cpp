@@ -129,8 +129,8 @@ int check_preference_data(const config::TrainerConfig& cfg,
   int64_t bad = check_preference_dataset("training.dataset_path", cfg.training.dataset_path,
                                          tokenizer, options, first_error);
   if (cfg.validator.enable) {
-    bad += check_preference_dataset("validator.dataset_path", cfg.validator.dataset_path,
-                                    tokenizer, options, first_error);
+    bad += check_preference_dataset("validator.dataset_path", cfg.validator.dataset_path, tokenizer,
+                                    options, first_error);
   }
   TITAN_CHECK(bad == 0, bad, " record", bad == 1 ? "" : "s",
               " cannot be read (training would stop there); the first: ", first_error);

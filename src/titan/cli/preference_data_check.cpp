@@ -38,8 +38,8 @@ int64_t check_preference_dataset(const std::string& key, const std::string& path
     }
   }
   const data::PreferenceTally tally = pairs.tally();
-  std::cout << "[titan] check-data: " << key << " " << path << ": " << pairs.size()
-            << " records, " << tally.pairs << " preference pairs, " << tokens
+  std::cout << "[titan] check-data: " << key << " " << path << ": " << pairs.size() << " records, "
+            << tally.pairs << " preference pairs, " << tokens
             << " tokens (prompt + chosen and prompt + rejected, before any cut)";
   if (bad > 0) std::cout << "; " << bad << " cannot be read";
   std::cout << std::endl;
@@ -55,7 +55,8 @@ void print_preference_pairs(const std::shared_ptr<const data::Tokenizer>& tokeni
   int64_t printed = 0;
   for (int64_t epoch = 0; printed < pairs; ++epoch) {
     int64_t found = 0;
-    for (const int64_t record : data::preference_order(source.size(), options.shuffle_seed, epoch)) {
+    for (const int64_t record :
+         data::preference_order(source.size(), options.shuffle_seed, epoch)) {
       const auto pair = source.read(record);
       if (!pair) continue;
       ++found;

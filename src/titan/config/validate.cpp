@@ -90,16 +90,17 @@ void check_objective(const TrainerConfig& c) {
   check_range(std::isfinite(d.beta) && d.beta > 0, "dpo.beta", d.beta, "> 0");
   TITAN_CHECK(!d.loss_type.empty(), "dpo.loss_type is empty: name a loss, e.g. sigmoid");
   for (const std::string& loss : d.loss_type) check_one_of("dpo.loss_type", loss, dpo_loss_names());
-  check_range(d.loss_weights.empty() || d.loss_weights.size() == d.loss_type.size(),
-              "dpo.loss_weights", d.loss_weights,
-              ("empty or one weight per dpo.loss_type entry (" +
-               std::to_string(d.loss_type.size()) + ")")
-                  .c_str());
+  check_range(
+      d.loss_weights.empty() || d.loss_weights.size() == d.loss_type.size(), "dpo.loss_weights",
+      d.loss_weights,
+      ("empty or one weight per dpo.loss_type entry (" + std::to_string(d.loss_type.size()) + ")")
+          .c_str());
   for (const double w : d.loss_weights)
     check_range(std::isfinite(w), "dpo.loss_weights", d.loss_weights, "finite numbers");
   check_range(d.label_smoothing >= 0 && d.label_smoothing < 0.5, "dpo.label_smoothing",
               d.label_smoothing, "in [0, 0.5)");
-  const bool exo = std::find(d.loss_type.begin(), d.loss_type.end(), "exo_pair") != d.loss_type.end();
+  const bool exo =
+      std::find(d.loss_type.begin(), d.loss_type.end(), "exo_pair") != d.loss_type.end();
   check_range(!exo || d.label_smoothing > 0, "dpo.label_smoothing", d.label_smoothing,
               "> 0 with the exo_pair loss (it takes the log of it)");
   check_one_of("dpo.reference", d.reference, {"initial", "adapters_off"});
@@ -128,8 +129,8 @@ void check_objective(const TrainerConfig& c) {
 
 const std::vector<std::string>& dpo_loss_names() {
   static const std::vector<std::string> names = {
-      "sigmoid", "ipo", "hinge", "robust", "sigmoid_norm", "bco_pair",
-      "nca_pair", "sppo_hard", "apo_zero", "apo_down", "exo_pair", "sft"};
+      "sigmoid",  "ipo",       "hinge",    "robust",   "sigmoid_norm", "bco_pair",
+      "nca_pair", "sppo_hard", "apo_zero", "apo_down", "exo_pair",     "sft"};
   return names;
 }
 

@@ -23,10 +23,10 @@ class ChatTemplate {
   // **kwargs, e.g. {"enable_thinking": false}; they override the special tokens of the same
   // name, as in Transformers). Throws titan::Error with the template's own message when it
   // rejects the conversation (raise_exception) or fails.
-  virtual std::string render(const nlohmann::ordered_json& messages,
-                             const nlohmann::ordered_json& tools, bool add_generation_prompt,
-                             const nlohmann::ordered_json& template_kwargs =
-                                 nlohmann::ordered_json()) const = 0;
+  virtual std::string render(
+      const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
+      bool add_generation_prompt,
+      const nlohmann::ordered_json& template_kwargs = nlohmann::ordered_json()) const = 0;
 };
 
 // The template of the tokenizer folder `dir`, with its special tokens (bos_token, eos_token,

@@ -37,16 +37,18 @@ Sequence cut(const std::vector<int32_t>& prompt, const std::vector<int32_t>& com
 
 }  // namespace
 
-PairBatch collate_pairs(const std::vector<TokenizedPair>& pairs, const std::vector<int64_t>& records,
-                    const PairLength& length, int32_t pad_id, int64_t pad_multiple) {
+PairBatch collate_pairs(const std::vector<TokenizedPair>& pairs,
+                        const std::vector<int64_t>& records, const PairLength& length,
+                        int32_t pad_id, int64_t pad_multiple) {
   TITAN_CHECK(!pairs.empty() && records.size() == pairs.size() && pad_multiple >= 1,
-              "collate_pairs: ", pairs.size(), " pairs, ", records.size(), " records, pad multiple ",
-              pad_multiple);
+              "collate_pairs: ", pairs.size(), " pairs, ", records.size(),
+              " records, pad multiple ", pad_multiple);
   std::vector<Sequence> rows;
   for (const TokenizedPair& p : pairs) rows.push_back(cut(p.prompt, p.chosen, length));
   for (const TokenizedPair& p : pairs) rows.push_back(cut(p.prompt, p.rejected, length));
   int64_t longest = 1;
-  for (const Sequence& s : rows) longest = std::max(longest, static_cast<int64_t>(s.ids.size()) - 1);
+  for (const Sequence& s : rows)
+    longest = std::max(longest, static_cast<int64_t>(s.ids.size()) - 1);
   const int64_t T = (longest + pad_multiple - 1) / pad_multiple * pad_multiple;
   const auto R = static_cast<int64_t>(rows.size());
 

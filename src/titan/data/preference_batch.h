@@ -25,7 +25,8 @@ struct PairBatch {
 };
 
 // `records[i]` is pair i's record index.
-PairBatch collate_pairs(const std::vector<TokenizedPair>& pairs, const std::vector<int64_t>& records,
-                    const PairLength& length, int32_t pad_id, int64_t pad_multiple = 1);
+PairBatch collate_pairs(const std::vector<TokenizedPair>& pairs,
+                        const std::vector<int64_t>& records, const PairLength& length,
+                        int32_t pad_id, int64_t pad_multiple = 1);
 
 }  // namespace titan::data

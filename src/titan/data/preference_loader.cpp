@@ -120,7 +120,8 @@ void PreferenceLoader::load_state(const nlohmann::json& s) {
   const Position at{get("epoch"), get("record")};
   TITAN_CHECK(at.epoch >= 0 && at.record >= 0 && at.record <= pairs_.size(), "dataloader state ",
               "record ", at.record, " of epoch ", at.epoch, " is outside dataset ", dataset_path_,
-              " (", pairs_.size(), " records); resume reading the same dataset, or with "
+              " (", pairs_.size(),
+              " records); resume reading the same dataset, or with "
               "--checkpoint.exclude_from_loading dataloader to read it from its start");
   prefetcher_.reset();  // its batches belong to the old position
   read_ = next_ = at;

@@ -22,9 +22,8 @@ std::vector<std::string> PreferenceTally::lines() const {
                   (found.records == 1 ? "it is" : "they are") + " skipped" + first_of(found));
   if (truncated.records > 0)
     out.push_back(std::to_string(truncated.records) + of +
-                  (truncated.records == 1 ? "makes a pair" : "make pairs") +
-                  " longer than " + setting_names().max_length + ": cut to it" +
-                  first_of(truncated));
+                  (truncated.records == 1 ? "makes a pair" : "make pairs") + " longer than " +
+                  setting_names().max_length + ": cut to it" + first_of(truncated));
   if (prompt_cut.records > 0)
     out.push_back(std::to_string(prompt_cut.records) + of +
                   (prompt_cut.records == 1 ? "has a prompt" : "have prompts") +

@@ -39,7 +39,7 @@ struct PreferenceTally {
     std::string first;  // where the first one is (file:line)
   };
   std::map<std::string, Kind> problems;  // by kind (RecordProblem::kind), skipped
-  Kind truncated;   // a sequence longer than max_length
+  Kind truncated;                        // a sequence longer than max_length
   Kind prompt_cut;  // the tokenized prompt's end merged into the completion (kept, as TRL)
   // One line per kind found, e.g. "3 of 40 records read have no \"rejected\": they are skipped
   // (the first: prefs.jsonl:7)"; none when all is well.
@@ -54,8 +54,9 @@ class PreferencePairs {
   // one is read (so that text records never load it); may give null (no template).
   using TemplateLoader = std::function<std::shared_ptr<const ChatTemplate>()>;
   // `eos_token`: the text appended to text completions (tokenizer_config.json's eos_token).
-  PreferencePairs(std::unique_ptr<DocumentSource> source, std::shared_ptr<const Tokenizer> tokenizer,
-                  TemplateLoader chat_template, std::string eos_token, PairLength length);
+  PreferencePairs(std::unique_ptr<DocumentSource> source,
+                  std::shared_ptr<const Tokenizer> tokenizer, TemplateLoader chat_template,
+                  std::string eos_token, PairLength length);
 
   int64_t size() const { return source_->size(); }  // records
   // Record `index`'s pair, or nothing when it makes none. Throws DataReadError when the record

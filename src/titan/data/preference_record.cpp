@@ -51,8 +51,7 @@ bool is_empty_completion(const Json& value) {
 
 ExtractedPrompt extract_prompt(const std::string& chosen, const std::string& rejected) {
   const std::vector<size_t> c = code_point_starts(chosen), r = code_point_starts(rejected);
-  const auto code_point = [](const std::string& text, const std::vector<size_t>& starts,
-                             size_t i) {
+  const auto code_point = [](const std::string& text, const std::vector<size_t>& starts, size_t i) {
     const size_t end = i + 1 < starts.size() ? starts[i + 1] : text.size();
     return std::string_view(text).substr(starts[i], end - starts[i]);
   };
@@ -131,10 +130,9 @@ ParsedPreference parse_preference_record(const Json& record) {
     out.rejected = rejected;
   } else {
     out.implicit_prompt = true;
-    ExtractedPrompt split = conversational
-                                ? extract_prompt(chosen, rejected)
-                                : extract_prompt(chosen.get<std::string>(),
-                                                 rejected.get<std::string>());
+    ExtractedPrompt split =
+        conversational ? extract_prompt(chosen, rejected)
+                       : extract_prompt(chosen.get<std::string>(), rejected.get<std::string>());
     out.prompt = std::move(split.prompt);
     out.chosen = std::move(split.chosen);
     out.rejected = std::move(split.rejected);

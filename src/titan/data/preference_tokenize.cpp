@@ -45,8 +45,8 @@ TokenizedPair tokenize_preference(const PreferenceRecord& record, const Tokenize
     prompt = tokenizer.encode(text);
     prompt_chosen =
         tokenizer.encode(text + with_eos(record.chosen.get_ref<const std::string&>(), eos_token));
-    prompt_rejected = tokenizer.encode(
-        text + with_eos(record.rejected.get_ref<const std::string&>(), eos_token));
+    prompt_rejected =
+        tokenizer.encode(text + with_eos(record.rejected.get_ref<const std::string&>(), eos_token));
   }
   const size_t prompt_length = std::min(common_prefix_length(prompt, prompt_chosen),
                                         common_prefix_length(prompt, prompt_rejected));

@@ -216,12 +216,17 @@ TEST(Validate, TheDpoSectionNamesEachBadValue) {
       {[](auto& c) { c.training.objective = "ppo"; },
        "training.objective = \"ppo\": accepted values are lm, dpo"},
       {[](auto& c) { c.dpo.beta = 0; }, "dpo.beta = 0.0: must be > 0"},
-      {[](auto& c) { c.dpo.loss_type = {"sigmoid", "kto"}; },
+      {[](auto& c) {
+         c.dpo.loss_type = {"sigmoid", "kto"};
+       },
        "dpo.loss_type = \"kto\": accepted values are sigmoid, ipo, hinge, robust"},
       {[](auto& c) { c.dpo.loss_type = {}; }, "dpo.loss_type is empty"},
-      {[](auto& c) { c.dpo.loss_weights = {1.0, 2.0}; },
+      {[](auto& c) {
+         c.dpo.loss_weights = {1.0, 2.0};
+       },
        "dpo.loss_weights = [1.0, 2.0]: must be empty or one weight per dpo.loss_type entry (1)"},
-      {[](auto& c) { c.dpo.label_smoothing = 0.5; }, "dpo.label_smoothing = 0.5: must be in [0, 0.5)"},
+      {[](auto& c) { c.dpo.label_smoothing = 0.5; },
+       "dpo.label_smoothing = 0.5: must be in [0, 0.5)"},
       {[](auto& c) { c.dpo.loss_type = {"exo_pair"}; }, "> 0 with the exo_pair loss"},
       {[](auto& c) { c.dpo.reference = "frozen"; }, "initial, adapters_off"},
       {[](auto& c) { c.dpo.max_length = 1; }, "dpo.max_length = 1: must be >= 2 or -1"},

@@ -38,12 +38,12 @@ TEST(PreferenceRecord, ReadsTheThreeLayoutsOfTrl) {
   EXPECT_FALSE(standard.record->implicit_prompt);
 
   const Json prompt = Json::array({message("user", "q")});
-  const auto chat = parse_preference_record(
-      {{"prompt", prompt},
-       {"chosen", Json::array({message("assistant", "a")})},
-       {"rejected", Json::array({message("assistant", "b")})},
-       {"tools", "[{\"type\": \"function\"}]"},
-       {"chat_template_kwargs", {{"enable_thinking", false}}}});
+  const auto chat =
+      parse_preference_record({{"prompt", prompt},
+                               {"chosen", Json::array({message("assistant", "a")})},
+                               {"rejected", Json::array({message("assistant", "b")})},
+                               {"tools", "[{\"type\": \"function\"}]"},
+                               {"chat_template_kwargs", {{"enable_thinking", false}}}});
   ASSERT_TRUE(chat.record);
   EXPECT_TRUE(chat.record->conversational);
   EXPECT_TRUE(chat.record->tools.is_array());  // the JSON string parsed, as TRL's json.loads
@@ -73,14 +73,14 @@ TEST(PreferenceRecord, NamesEachProblem) {
             "have the same chosen and rejected");
   EXPECT_NE(problem_of({{"prompt", "p"}, {"chosen", 3}, {"rejected", "a"}}).find("neither text"),
             std::string::npos);
-  EXPECT_NE(problem_of({{"prompt", "p"}, {"chosen", Json::array({Json::object()})},
-                        {"rejected", "a"}})
-                .find("neither text"),
-            std::string::npos);
-  EXPECT_EQ(problem_of({{"prompt", Json::array({message("user", "q")})},
-                        {"chosen", "a"},
-                        {"rejected", "b"}}),
-            "mix text and lists of messages in prompt, chosen and rejected");
+  EXPECT_NE(
+      problem_of({{"prompt", "p"}, {"chosen", Json::array({Json::object()})}, {"rejected", "a"}})
+          .find("neither text"),
+      std::string::npos);
+  EXPECT_EQ(
+      problem_of(
+          {{"prompt", Json::array({message("user", "q")})}, {"chosen", "a"}, {"rejected", "b"}}),
+      "mix text and lists of messages in prompt, chosen and rejected");
   EXPECT_NE(problem_of({{"chosen", Json::array({message("user", "x"), message("assistant", "a")})},
                         {"rejected", Json::array({message("user", "y")})}})
                 .find("no prompt message"),

@@ -34,9 +34,9 @@ class ArrowSource : public DocumentSource {
   std::shared_ptr<arrow::io::MemoryMappedFile> file_;
   int column_ = -1;  // the text column's index among the top-level fields
   std::vector<std::shared_ptr<arrow::RecordBatch>> records_;  // the record batches
-  std::vector<std::shared_ptr<arrow::Array>> batches_;  // each record batch's text column
-  std::vector<int64_t> starts_;  // starts_[b]: first row of batch b; back(): the row count
-  std::vector<bool> checked_;    // batch b's text column passed ValidateFull
+  std::vector<std::shared_ptr<arrow::Array>> batches_;        // each record batch's text column
+  std::vector<int64_t> starts_;        // starts_[b]: first row of batch b; back(): the row count
+  std::vector<bool> checked_;          // batch b's text column passed ValidateFull
   std::vector<bool> records_checked_;  // batch b passed ValidateFull
 };
 

@@ -56,8 +56,8 @@ DpoSettings dpo_settings(const config::DpoConfig& dpo) {
   DpoSettings s;
   s.beta = dpo.beta;
   s.loss_types = dpo.loss_type;
-  s.loss_weights = dpo.loss_weights.empty() ? std::vector<double>(dpo.loss_type.size(), 1.0)
-                                            : dpo.loss_weights;
+  s.loss_weights =
+      dpo.loss_weights.empty() ? std::vector<double>(dpo.loss_type.size(), 1.0) : dpo.loss_weights;
   s.label_smoothing = dpo.label_smoothing;
   return s;
 }
@@ -70,9 +70,9 @@ Tensor dpo_loss_share(const PairLogps& logps, const DpoSettings& settings, doubl
               "DPO loss: policy ", logps.policy.sizes(), ", reference ", logps.reference.sizes(),
               " and completion tokens ", logps.completion_tokens.sizes(),
               " must be [2P]: P chosen sequences, then P rejected");
-  TITAN_CHECK(settings.loss_weights.size() == settings.loss_types.size(), "DPO loss: ",
-              settings.loss_weights.size(), " weights for ", settings.loss_types.size(),
-              " loss types");
+  TITAN_CHECK(settings.loss_weights.size() == settings.loss_types.size(),
+              "DPO loss: ", settings.loss_weights.size(), " weights for ",
+              settings.loss_types.size(), " loss types");
   const int64_t P = logps.policy.size(0) / 2;
   const Tensor reference = logps.reference.detach().to(logps.policy.scalar_type());
   const Tensor logratio = logps.policy - reference;
@@ -86,9 +86,10 @@ Tensor dpo_loss_share(const PairLogps& logps, const DpoSettings& settings, doubl
       // The chosen rows' summed log-probabilities are the sum of their tokens'.
       share = share - weight * logps.policy.slice(0, 0, P).sum() / step_chosen_tokens;
     } else {
-      share = share + weight * pair_loss(type, chosen, rejected, tokens.slice(0, 0, P),
-                                         tokens.slice(0, P), settings)
-                                       .sum() /
+      share = share + weight *
+                          pair_loss(type, chosen, rejected, tokens.slice(0, 0, P),
+                                    tokens.slice(0, P), settings)
+                              .sum() /
                           step_pairs;
     }
   }
@@ -101,9 +102,9 @@ int64_t chosen_label_tokens(const at::Tensor& labels) {
 }
 
 const std::vector<std::string>& dpo_metric_names() {
-  static const std::vector<std::string> names = {"rewards/chosen",    "rewards/rejected",
+  static const std::vector<std::string> names = {"rewards/chosen",     "rewards/rejected",
                                                  "rewards/accuracies", "rewards/margins",
-                                                 "logps/chosen",      "logps/rejected"};
+                                                 "logps/chosen",       "logps/rejected"};
   return names;
 }
 

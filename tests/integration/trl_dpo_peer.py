@@ -51,8 +51,10 @@ class _Logs(TrainerCallback):
 
 
 def trl_dpo(model_dir, rows, steps=4, batch=2, lr=1e-3, loss_type=("sigmoid",), beta=0.1,
-            peft_config=None, max_length=1024):
-    """TRL's per-step logs ({metric: value} per optimizer step) of a DPO run."""
+            peft_config=None, max_length=1024, model=None):
+    """TRL's per-step logs ({metric: value} per optimizer step) of a DPO run: of the model in
+    `model_dir`, or of `model` (e.g. a PeftModel with its starting adapter, which TRL copies as
+    the reference) with the tokenizer of `model_dir`."""
     tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
     logs = _Logs()
     with tempfile.TemporaryDirectory() as out:
@@ -63,9 +65,29 @@ def trl_dpo(model_dir, rows, steps=4, batch=2, lr=1e-3, loss_type=("sigmoid",), 
             seed=42, use_cpu=True, logging_steps=1, report_to="none", save_strategy="no",
             bf16=False, gradient_checkpointing=False,  # TRL's defaults are True for both
             beta=beta, loss_type=list(loss_type), max_length=max_length,
-            train_sampling_strategy="sequential", model_init_kwargs={"dtype": "float32"},
+            train_sampling_strategy="sequential",
+            model_init_kwargs={"dtype": "float32"} if model is None else None,
             dataloader_num_workers=0)
-        trainer = DPOTrainer(model=str(model_dir), args=args, train_dataset=Dataset.from_list(rows),
+        trainer = DPOTrainer(model=str(model_dir) if model is None else model, args=args, train_dataset=Dataset.from_list(rows),
                              processing_class=tokenizer, callbacks=[logs], peft_config=peft_config)
         trainer.train()
     return logs.steps
+
+
+def trl_dpo_eval(model_dir, ref_dir, rows, loss_type=("sigmoid",), beta=0.1, max_length=1024):
+    """TRL's DPOTrainer.evaluate() of the model in `model_dir` against the one in `ref_dir` on
+    `rows`, all in one batch: {metric: value} by titan's names."""
+    from transformers import AutoModelForCausalLM
+    tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
+    ref = AutoModelForCausalLM.from_pretrained(str(ref_dir), dtype="float32")
+    with tempfile.TemporaryDirectory() as out:
+        args = DPOConfig(
+            output_dir=out, per_device_eval_batch_size=len(rows), use_cpu=True,
+            report_to="none", save_strategy="no", bf16=False, gradient_checkpointing=False,
+            beta=beta, loss_type=list(loss_type), max_length=max_length,
+            model_init_kwargs={"dtype": "float32"}, dataloader_num_workers=0)
+        data = Dataset.from_list(rows)
+        trainer = DPOTrainer(model=str(model_dir), ref_model=ref, args=args, train_dataset=data,
+                             eval_dataset=data, processing_class=tokenizer)
+        logs = trainer.evaluate()
+    return {k[len("eval_"):]: v for k, v in logs.items() if k.startswith("eval_")}

@@ -1,4 +1,5 @@
-// titan eval --model HF_DIR_OR_CHECKPOINT --data FILE [--seq-len N --steps K]
+// titan eval --model HF_DIR_OR_CHECKPOINT --data FILE [--seq-len N --steps K]; with --objective
+// dpo, eval_preference.h
 #include <ATen/core/grad_mode.h>
 
 #include <filesystem>
@@ -6,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "titan/cli/commands.h"
+#include "titan/cli/eval_preference.h"
 #include "titan/cli/model_source.h"
 #include "titan/common/error.h"
 #include "titan/common/heap_reuse.h"
@@ -41,6 +43,14 @@ each document, the label that crosses into the next document ignored; --document
 same) or torchtitan (inputs and labels shifted within each document, block-causal).
 --sft reads chat records ({"messages": [...]} or ShareGPT's "conversations") as training.sft
 does: rendered with the tokenizer's chat template, only the assistant turns evaluated.
+
+titan eval --objective dpo --model DIR --reference DIR --data PAIRS [--batch-size 1]
+           [--beta 0.1] [--loss-type sigmoid[,sft...]] [--max-length 1024]
+           [--truncation-mode keep_start|keep_end]
+The DPO loss of a model against a reference on every pair of a preference file, read and
+tokenised as training.objective dpo reads it (docs/preference.md), with TRL's metrics. Prints
+{"loss", "rewards/chosen", "rewards/rejected", "rewards/accuracies", "rewards/margins",
+"logps/chosen", "logps/rejected", "pairs"}.
 )";
 
 // What one pass over `path` gives the rows, counted up to `limit`: its tokens (each document's
@@ -66,10 +76,15 @@ int run_eval(const Args& args) {
     std::cout << kHelp;
     return 0;
   }
-  const FlagParser flags(args, "eval",
-                         {"--model", "--data", "--seq-len", "--steps", "--batch-size",
-                          "--tokenizer", "--eos-token", "--device", "--text-field", "--packing"},
-                         {"--document-masking", "--sft"});
+  std::vector<std::string> value_flags = {"--model",      "--data",      "--seq-len",   "--steps",
+                                          "--batch-size", "--tokenizer", "--eos-token", "--device",
+                                          "--text-field", "--packing"};
+  value_flags.insert(value_flags.end(), dpo_eval_flags().begin(), dpo_eval_flags().end());
+  const FlagParser flags(args, "eval", value_flags, {"--document-masking", "--sft"});
+  const std::string objective = flags.get("--objective", "lm");
+  TITAN_CHECK(objective == "lm" || objective == "dpo", "titan eval: --objective \"", objective,
+              "\": accepted values are lm, dpo");
+  if (objective == "dpo") return run_eval_dpo(flags);
   // Data errors advise eval's flags, not training's config keys.
   data::set_setting_names({"--text-field", "--sft"});
   const std::string packing =

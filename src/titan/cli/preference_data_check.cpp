@@ -6,7 +6,7 @@
 
 #include "titan/common/error.h"
 #include "titan/data/mixture_source.h"
-#include "titan/train/run_warnings.h"
+#include "titan/train/report/run_warnings.h"
 
 namespace titan::cli {
 namespace {

@@ -77,7 +77,7 @@ PreferenceLoader::Prepared PreferenceLoader::prepare() {
   return out;
 }
 
-PairBatch PreferenceLoader::next() {
+PairBatch PreferenceLoader::next_pairs() {
   const auto start = std::chrono::steady_clock::now();
   Prepared p;
   if (options_.prefetch == 0) {
@@ -91,6 +91,14 @@ PairBatch PreferenceLoader::next() {
   next_ = p.after;
   waited_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return std::move(p.batch);
+}
+
+Batch PreferenceLoader::next() {
+  PairBatch pairs = next_pairs();
+  Batch rows = std::move(pairs.rows);
+  rows.completion_tokens = std::move(pairs.completion_tokens);
+  rows.pair_records = std::move(pairs.records);
+  return rows;
 }
 
 nlohmann::json PreferenceLoader::state() const {

@@ -22,6 +22,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "titan/data/batch_source.h"
 #include "titan/data/preference_batch.h"
 #include "titan/data/preference_pairs.h"
 #include "titan/data/prefetcher.h"
@@ -45,26 +46,30 @@ struct PreferenceLoaderOptions {
 std::vector<int64_t> preference_order(int64_t records, std::optional<uint64_t> shuffle_seed,
                                       int64_t epoch);
 
-class PreferenceLoader {
+class PreferenceLoader : public BatchSource {
  public:
   // Throws titan::Error naming the dataset when it cannot be opened or has no record.
   PreferenceLoader(std::shared_ptr<const Tokenizer> tokenizer, const std::string& dataset_path,
                    const PreferenceLoaderOptions& options);
-  ~PreferenceLoader();
+  ~PreferenceLoader() override;
 
   // Throws titan::Error when a whole epoch of records makes no pair (saying why, per kind), and
   // DataReadError when a record cannot be read.
-  PairBatch next();
+  PairBatch next_pairs();
+  // The same batch as the trainer takes it: its rows, with the completion tokens and records.
+  Batch next() override;
 
   // {"epoch", "record", "dataset_path"} (and "shuffle_seed"): where the next global batch
   // starts, the same on every rank.
-  nlohmann::json state() const;
-  void load_state(const nlohmann::json& s);
+  nlohmann::json state() const override;
+  void load_state(const nlohmann::json& s) override;
 
-  double wait_seconds() const { return waited_; }
+  double wait_seconds() const override { return waited_; }
+  int64_t documents_read() const override { return pairs_.tally().records; }
   PreferenceTally tally() const { return pairs_.tally(); }
-  std::vector<std::string> report() const { return pairs_.report(); }
+  std::vector<std::string> report() const override { return pairs_.report(); }
   const std::string& path() const { return pairs_.path(); }
+  int64_t records() const { return pairs_.size(); }  // in the dataset, pairs or not
 
  private:
   struct Position {

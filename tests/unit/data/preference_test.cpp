@@ -195,7 +195,8 @@ TEST(PreferenceLoader, RanksTakeTheirPairsOfTheGlobalBatchWithoutSplittingOne) {
   o.row_rank = 1;
   PreferenceLoader rank1(qwen3_tokenizer(), file.path(), o);
   for (int step = 0; step < 3; ++step) {
-    const PairBatch all = whole.next(), first = rank0.next(), second = rank1.next();
+    const PairBatch all = whole.next_pairs(), first = rank0.next_pairs(),
+                    second = rank1.next_pairs();
     // Global pairs [0, 2) and [2, 4): each rank's chosen rows and its rejected rows.
     EXPECT_TRUE(at::equal(all.records, at::cat({first.records, second.records})));
     for (int64_t pair = 0; pair < 4; ++pair) {
@@ -221,7 +222,7 @@ TEST(PreferenceLoader, ResumesExactlyAndShufflesEachEpochAnew) {
   o.shuffle_seed = 5;
   PreferenceLoader reference(qwen3_tokenizer(), file.path(), o);
   std::vector<PairBatch> batches;
-  for (int i = 0; i < 5; ++i) batches.push_back(reference.next());
+  for (int i = 0; i < 5; ++i) batches.push_back(reference.next_pairs());
   // Over the first epochs each record comes once per epoch, in orders that differ.
   std::vector<int64_t> seen;
   for (const PairBatch& b : batches)
@@ -235,13 +236,13 @@ TEST(PreferenceLoader, ResumesExactlyAndShufflesEachEpochAnew) {
   EXPECT_EQ(epoch1, epoch0);
 
   PreferenceLoader first(qwen3_tokenizer(), file.path(), o);
-  first.next();
-  first.next();
+  first.next_pairs();
+  first.next_pairs();
   o.prefetch = 2;  // batches made ahead on a thread are the same
   PreferenceLoader resumed(qwen3_tokenizer(), file.path(), o);
   resumed.load_state(first.state());
   for (int i = 2; i < 5; ++i) {
-    const PairBatch b = resumed.next();
+    const PairBatch b = resumed.next_pairs();
     EXPECT_TRUE(at::equal(b.rows.inputs, batches[i].rows.inputs)) << i;
     EXPECT_TRUE(at::equal(b.rows.labels, batches[i].rows.labels)) << i;
   }
@@ -252,7 +253,7 @@ TEST(PreferenceLoader, AFileOfBadRecordsIsOneErrorSayingWhy) {
                       "{\"prompt\": \"p\", \"chosen\": \"a\"}\n"
                       "{\"prompt\": \"p\", \"chosen\": \" x\", \"rejected\": \" x\"}\n");
   PreferenceLoader loader(qwen3_tokenizer(), file.path(), options(1));
-  const std::string error = titan::testing::error_of([&] { loader.next(); });
+  const std::string error = titan::testing::error_of([&] { loader.next_pairs(); });
   EXPECT_NE(error.find("none of its 2 records makes a preference pair: 1 have no \"rejected\""),
             std::string::npos)
       << error;

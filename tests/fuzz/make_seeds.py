@@ -95,6 +95,23 @@ def tokenizer_encode_seeds():
     put("tokenizer_encode", "invalid_utf8", b"ab\xff\xc3(\xed\xa0\x80")
 
 
+def preference_record_seeds():
+    user = {"role": "user", "content": "What color is the sky?"}
+    records = {
+        "standard": {"prompt": "Q:", "chosen": " yes", "rejected": " no"},
+        "implicit_text": {"chosen": "The sky is blue.", "rejected": "The sky is green."},
+        "edge_text": {"chosen": "Yes ", "rejected": "Nö"},
+        "conversational": {"prompt": [user], "chosen": [{"role": "assistant", "content": "Blue."}],
+                           "rejected": [{"role": "assistant", "content": "Green."}],
+                           "tools": "[]", "chat_template_kwargs": {"enable_thinking": False}},
+        "implicit_chat": {"chosen": [user, {"role": "assistant", "content": "Blue."}],
+                          "rejected": [user]},
+        "bad": {"prompt": 1, "chosen": [{}], "rejected": None},
+    }
+    for name, record in records.items():
+        put("preference_record", name, json.dumps(record, ensure_ascii=False))
+
+
 def config_seeds(titan):
     printed = subprocess.run([titan, "configs", "--module", "qwen3", "--config", "qwen3_debugmodel",
                               "--print"], check=True, capture_output=True).stdout
@@ -141,4 +158,5 @@ if __name__ == "__main__":
     jsonl_seeds()
     tokenizer_json_seeds()
     tokenizer_encode_seeds()
+    preference_record_seeds()
     config_seeds(sys.argv[1] if len(sys.argv) > 1 else str(ROOT / "build" / "bin" / "titan"))

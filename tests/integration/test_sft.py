@@ -157,3 +157,25 @@ def test_eval_sft_masks_the_conversations_as_sft_trains(tmp_path, hf_dir, tokeni
             for r in range(batch)]
     total, count = documents_alone_loss(model, rows)
     assert loss == pytest.approx(total / count, rel=1e-5)
+
+
+def test_sft_reads_parquet_and_arrow_records_as_their_jsonl_lines(tmp_path, tokenizer_dir):
+    """Conversations stored as Parquet rows or a datasets save_to_disk folder (lists of structs;
+    a column absent from a record is null) pack into the same rows as the jsonl lines."""
+    from datasets import Dataset
+
+    records = CONVERSATIONS[:4]
+    jsonl = write_records(tmp_path / "chats.jsonl", records)
+    Dataset.from_list(records).to_parquet(str(tmp_path / "chats.parquet"))
+    Dataset.from_list(records).save_to_disk(str(tmp_path / "saved"))
+
+    def rows(path):
+        proc = run_titan("check-data", "--module", "qwen3", "--config", "qwen3_debugmodel_sft",
+                         "--model.hf_assets_path", tokenizer_dir, "--training.dataset_path", path,
+                         "--training.shuffle", "false", "--training.seq_len", 64, "--rows", 4)
+        return [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+
+    want = rows(jsonl)
+    assert len(want) == 4
+    assert rows(tmp_path / "chats.parquet") == want
+    assert rows(tmp_path / "saved") == want

@@ -347,7 +347,8 @@ TrainingCheckpoint CheckpointStore::load(int64_t step,
     TITAN_CHECK(std::find(checkpoint_parts().begin(), checkpoint_parts().end(), part) !=
                     checkpoint_parts().end(),
                 "checkpoint.exclude_from_loading: unknown part '", part,
-                "'; accepted: model, optimizer, lr_scheduler, dataloader, train_state, rng");
+                "'; accepted: model, optimizer, lr_scheduler, dataloader, train_state, rng, "
+                "dpo_reference");
   }
   const CheckpointReader reader(step_dir(step));
   TrainingCheckpoint ckpt;

@@ -71,10 +71,13 @@ inline constexpr const char* kLrSchedulerPart = "lr_scheduler";
 inline constexpr const char* kDataLoaderPart = "dataloader";
 inline constexpr const char* kTrainStatePart = "train_state";
 inline constexpr const char* kRngPart = "rng";
+// DPO's precomputed reference log-probabilities (dpo.precompute_reference).
+inline constexpr const char* kDpoReferencePart = "dpo_reference";
 // All of them, in save order (what exclude_from_loading may name).
 inline const std::vector<std::string>& checkpoint_parts() {
-  static const std::vector<std::string> parts = {kModelPart,      kOptimizerPart,  kLrSchedulerPart,
-                                                 kDataLoaderPart, kTrainStatePart, kRngPart};
+  static const std::vector<std::string> parts = {
+      kModelPart,      kOptimizerPart, kLrSchedulerPart, kDataLoaderPart,
+      kTrainStatePart, kRngPart,       kDpoReferencePart};
   return parts;
 }
 

@@ -7,6 +7,7 @@
 
 #include "titan/cli/commands.h"
 #include "titan/cli/flag_parser.h"
+#include "titan/cli/preference_data_check.h"
 #include "titan/common/error.h"
 #include "titan/config/field_values.h"
 #include "titan/config/resolve.h"
@@ -15,6 +16,7 @@
 #include "titan/data/tokenizer/tokenizer.h"
 #include "titan/models/builtin_configs.h"
 #include "titan/train/loader_options.h"
+#include "titan/train/preference/preference_options.h"
 #include "titan/train/report/run_warnings.h"
 
 namespace titan::cli {
@@ -35,6 +37,13 @@ be read, naming the first (file:line) and counting the others.
 --rows N prints instead the first N rows training packs (one process, training.packing), one
 JSON object per line: {"input": [...], "labels": [...]} (-100: not trained), and
 "positions": [...] with the block-causal packings.
+
+With training.objective dpo it reads preference records instead (docs/preference.md): prints
+their records, pairs and tokens, and warns per kind about the records that make no pair (a
+missing field, an empty completion, chosen == rejected, ...) and the pairs cut to
+dpo.max_length; a dataset where no record makes a pair is an error saying why. --rows N prints
+the first N pairs as TRL tokenizes them: {"record": "file:line", "prompt_ids": [...],
+"chosen_ids": [...], "rejected_ids": [...]}.
 )";
 
 // The value of `--rows N` (or --rows=N), taken out of `args`; -1 when absent.
@@ -108,6 +117,27 @@ int64_t check_dataset(const std::string& key, const std::string& path,
   return bad;
 }
 
+// check-data of a DPO job (preference_data_check.h).
+int check_preference_data(const config::TrainerConfig& cfg,
+                          const std::shared_ptr<const data::Tokenizer>& tokenizer, int64_t rows) {
+  const data::PreferenceLoaderOptions options = train::preference_loader_options(cfg, *tokenizer);
+  if (rows > 0) {
+    print_preference_pairs(tokenizer, cfg.training.dataset_path, options, rows);
+    return 0;
+  }
+  std::string first_error;
+  int64_t bad = check_preference_dataset("training.dataset_path", cfg.training.dataset_path,
+                                         tokenizer, options, first_error);
+  if (cfg.validator.enable) {
+    bad += check_preference_dataset("validator.dataset_path", cfg.validator.dataset_path, tokenizer,
+                                    options, first_error);
+  }
+  TITAN_CHECK(bad == 0, bad, " record", bad == 1 ? "" : "s",
+              " cannot be read (training would stop there); the first: ", first_error);
+  std::cout << "[titan] check-data: every record reads" << std::endl;
+  return 0;
+}
+
 }  // namespace
 
 int run_check_data(const Args& arguments) {
@@ -122,6 +152,7 @@ int run_check_data(const Args& arguments) {
   const config::TrainerConfig& cfg = resolved.config;
   auto tokenizer = std::make_shared<const data::Tokenizer>(
       data::Tokenizer::from_directory(cfg.model.hf_assets_path));
+  if (cfg.training.objective == "dpo") return check_preference_data(cfg, tokenizer, rows);
   const data::LoaderOptions options =
       train::loader_options(cfg, tokenizer->token_to_id(cfg.training.eos_token));
   if (rows > 0) {

@@ -1,4 +1,5 @@
-// titan eval --model HF_DIR_OR_CHECKPOINT --data FILE [--seq-len N --steps K]
+// titan eval --model HF_DIR_OR_CHECKPOINT --data FILE [--seq-len N --steps K]; with --objective
+// dpo, eval_preference.h
 #include <ATen/core/grad_mode.h>
 
 #include <filesystem>
@@ -6,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "titan/cli/commands.h"
+#include "titan/cli/eval_preference.h"
 #include "titan/cli/model_source.h"
 #include "titan/common/error.h"
 #include "titan/common/heap_reuse.h"
@@ -47,6 +49,14 @@ packed as titan's SFT config functions train them (--packing hf_flattening unles
 conversation attends to itself only).
 It runs in one process: under torchrun (WORLD_SIZE > 1) it stops with an error rather than
 have every rank repeat the same evaluation.
+
+titan eval --objective dpo --model DIR --reference DIR --data PAIRS [--batch-size 1]
+           [--beta 0.1] [--loss-type sigmoid[,sft...]] [--max-length 1024]
+           [--truncation-mode keep_start|keep_end]
+The DPO loss of a model against a reference on every pair of a preference file, read and
+tokenised as training.objective dpo reads it (docs/preference.md), with TRL's metrics. Prints
+{"loss", "rewards/chosen", "rewards/rejected", "rewards/accuracies", "rewards/margins",
+"logps/chosen", "logps/rejected", "pairs"}.
 )";
 
 // What one pass over `path` gives the rows, counted up to `limit`: its tokens (each document's
@@ -78,11 +88,15 @@ int run_eval(const Args& args) {
       !launch.multi_process(), "titan eval runs in one process, and this is rank ", launch.rank,
       " of ", launch.world_size,
       " (WORLD_SIZE): every rank would repeat the same evaluation; run it without torchrun");
-  const FlagParser flags(
-      args, "eval",
-      {"--model", "--data", "--seq-len", "--steps", "--batch-size", "--tokenizer", "--eos-token",
-       "--device", "--text-field", "--packing", "--base", "--backend"},
-      {"--document-masking", "--sft"});
+  std::vector<std::string> value_flags = {
+      "--model",     "--data",   "--seq-len",    "--steps",   "--batch-size", "--tokenizer",
+      "--eos-token", "--device", "--text-field", "--packing", "--base",       "--backend"};
+  value_flags.insert(value_flags.end(), dpo_eval_flags().begin(), dpo_eval_flags().end());
+  const FlagParser flags(args, "eval", value_flags, {"--document-masking", "--sft"});
+  const std::string objective = flags.get("--objective", "lm");
+  TITAN_CHECK(objective == "lm" || objective == "dpo", "titan eval: --objective \"", objective,
+              "\": accepted values are lm, dpo");
+  if (objective == "dpo") return run_eval_dpo(flags);
   // Data errors advise eval's flags, not training's config keys.
   data::set_setting_names({"--text-field", "--sft"});
   // SFT is trained with document masking (the SFT config functions' packing hf_flattening):

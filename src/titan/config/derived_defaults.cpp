@@ -146,17 +146,21 @@ void apply_derived_defaults(TrainerConfig& c, const std::set<std::string>& given
   }
 }
 
-std::string tokenizer_config_eos(const std::string& assets) {
+std::string tokenizer_config_token(const std::string& assets, const std::string& key) {
   const fs::path path = fs::path(assets) / "tokenizer_config.json";
   std::ifstream in(path);
   if (!in) return "";
   const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (!j.is_object() || !j.contains("eos_token")) return "";
-  const nlohmann::json& eos = j["eos_token"];
-  if (eos.is_string()) return eos.get<std::string>();
-  if (eos.is_object() && eos.contains("content") && eos["content"].is_string())
-    return eos["content"].get<std::string>();
+  if (!j.is_object() || !j.contains(key)) return "";
+  const nlohmann::json& token = j[key];
+  if (token.is_string()) return token.get<std::string>();
+  if (token.is_object() && token.contains("content") && token["content"].is_string())
+    return token["content"].get<std::string>();
   return "";
+}
+
+std::string tokenizer_config_eos(const std::string& assets) {
+  return tokenizer_config_token(assets, "eos_token");
 }
 
 std::string describe_model_sources(const TrainerConfig& c) {

@@ -44,9 +44,11 @@ void apply_derived_defaults(TrainerConfig& config, const std::set<std::string>& 
                             const std::string& install_root,
                             std::vector<std::string>* notes = nullptr);
 
-// tokenizer_config.json's eos_token in the tokenizer folder `assets` (a string or
-// {"content": ...}), as torchtitan's HuggingFaceTokenizer reads it; "" when the file is not
-// there or names none.
+// tokenizer_config.json's special token `key` (eos_token, pad_token, ...) in the tokenizer
+// folder `assets` (a string or {"content": ...}), as Transformers and torchtitan's
+// HuggingFaceTokenizer read it; "" when the file is not there or names none.
+std::string tokenizer_config_token(const std::string& assets, const std::string& key);
+// Its eos_token.
 std::string tokenizer_config_eos(const std::string& assets);
 
 // Where the tokenizer and the model's dimensions come from, as one line for the log, e.g.

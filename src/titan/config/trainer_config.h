@@ -124,6 +124,7 @@ struct TrainingConfig {
   bool document_masking = false;
   bool shuffle = false;
   bool sft = false;
+  std::string objective = "lm";
   int64_t prefetch_batches = 2;
   int64_t seed = 0;
   bool deterministic = false;
@@ -170,6 +171,10 @@ struct TrainingConfig {
     v("sft", sft,
       "supervised fine-tuning: records are conversations ({\"messages\": [...]}) rendered with the "
       "chat template; only assistant turns are trained");
+    v("objective", objective,
+      "what training minimises: lm (the language-model loss; with sft, of the assistant turns) "
+      "or dpo (Direct Preference Optimization on preference pairs, the dpo section; "
+      "docs/preference.md)");
     v("prefetch_batches", prefetch_batches,
       "batches a background thread reads, tokenizes and packs ahead (0: none)");
     v("seed", seed, "seed of the weight initialisation, shuffling and every other random draw");
@@ -179,6 +184,41 @@ struct TrainingConfig {
     v("skip_nonfinite_steps", skip_nonfinite_steps,
       "a step whose loss or gradient norm is not finite: false stops with an error naming the "
       "step, true skips its update and counts it");
+  }
+};
+
+// Direct Preference Optimization (training.objective dpo; docs/preference.md), with the names
+// and defaults of TRL's DPOConfig.
+struct DpoConfig {
+  double beta = 0.1;
+  std::vector<std::string> loss_type = {"sigmoid"};
+  std::vector<double> loss_weights = {};
+  double label_smoothing = 0.0;
+  std::string reference = "initial";
+  bool precompute_reference = false;
+  int64_t max_length = 1024;
+  std::string truncation_mode = "keep_start";
+  template <class V>
+  void visit(V& v) {
+    v("beta", beta, "how far the policy may move from the reference (TRL's beta)");
+    v("loss_type", loss_type,
+      "the losses summed: sigmoid (DPO), ipo, hinge, robust, sigmoid_norm, bco_pair, nca_pair, "
+      "sppo_hard, apo_zero, apo_down, exo_pair, and sft (the chosen completions' token loss)");
+    v("loss_weights", loss_weights, "a weight per loss_type entry; empty: 1 each");
+    v("label_smoothing", label_smoothing,
+      "the assumed fraction of flipped preferences, in [0, 0.5) (robust and exo_pair use it)");
+    v("reference", reference,
+      "the model the policy is measured against: initial (the starting weights: a frozen copy, "
+      "or under LoRA the frozen base with the starting adapters, no copy of the base) or "
+      "adapters_off (LoRA: the base alone)");
+    v("precompute_reference", precompute_reference,
+      "compute the reference's log-probabilities of every pair once before training, so that "
+      "no reference is held while training (TRL's precompute_ref_log_probs)");
+    v("max_length", max_length,
+      "tokens per sequence (prompt + completion); longer pairs are cut (-1: no limit)");
+    v("truncation_mode", truncation_mode,
+      "what a cut keeps of a sequence: keep_start (pairs whose prompt alone fills max_length "
+      "are skipped) or keep_end");
   }
 };
 
@@ -448,6 +488,7 @@ struct TrainerConfig {
   ModelConfig model;
   LoraConfig lora;
   TrainingConfig training;
+  DpoConfig dpo;
   ParallelismConfig parallelism;
   OptimizerConfig optimizer;
   LRSchedulerConfig lr_scheduler;
@@ -467,6 +508,7 @@ struct TrainerConfig {
     s("model", model);
     s("lora", lora);
     s("training", training);
+    s("dpo", dpo);
     s("parallelism", parallelism);
     s("optimizer", optimizer);
     s("lr_scheduler", lr_scheduler);

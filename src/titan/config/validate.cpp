@@ -83,7 +83,65 @@ void check_activation_checkpoint(const ActivationCheckpointConfig& ac) {
   if (ac.mode == "selective") selective_ac_frequency(ac.selective_ac_option);
 }
 
+// training.objective and the dpo section (docs/preference.md).
+void check_objective(const TrainerConfig& c) {
+  check_one_of("training.objective", c.training.objective, {"lm", "dpo"});
+  const DpoConfig& d = c.dpo;
+  check_range(std::isfinite(d.beta) && d.beta > 0, "dpo.beta", d.beta, "> 0");
+  TITAN_CHECK(!d.loss_type.empty(), "dpo.loss_type is empty: name a loss, e.g. sigmoid");
+  for (const std::string& loss : d.loss_type) check_one_of("dpo.loss_type", loss, dpo_loss_names());
+  check_range(
+      d.loss_weights.empty() || d.loss_weights.size() == d.loss_type.size(), "dpo.loss_weights",
+      d.loss_weights,
+      ("empty or one weight per dpo.loss_type entry (" + std::to_string(d.loss_type.size()) + ")")
+          .c_str());
+  for (const double w : d.loss_weights)
+    check_range(std::isfinite(w), "dpo.loss_weights", d.loss_weights, "finite numbers");
+  check_range(d.label_smoothing >= 0 && d.label_smoothing < 0.5, "dpo.label_smoothing",
+              d.label_smoothing, "in [0, 0.5)");
+  const bool exo =
+      std::find(d.loss_type.begin(), d.loss_type.end(), "exo_pair") != d.loss_type.end();
+  check_range(!exo || d.label_smoothing > 0, "dpo.label_smoothing", d.label_smoothing,
+              "> 0 with the exo_pair loss (it takes the log of it)");
+  check_one_of("dpo.reference", d.reference, {"initial", "adapters_off"});
+  check_range(d.max_length == -1 || d.max_length >= 2, "dpo.max_length", d.max_length,
+              ">= 2 or -1 (no limit)");
+  check_one_of("dpo.truncation_mode", d.truncation_mode, {"keep_start", "keep_end"});
+  if (c.training.objective != "dpo") return;
+  TITAN_CHECK(!c.training.sft,
+              "training.sft = true and training.objective = \"dpo\" do not go together: DPO "
+              "reads preference records ({\"prompt\", \"chosen\", \"rejected\"}), rendering "
+              "conversations with the chat template itself; leave training.sft false");
+  TITAN_CHECK(c.training.packing == "megatron" && !c.training.document_masking,
+              "training.packing = \"", c.training.packing,
+              "\" does not apply to training.objective = \"dpo\": its pairs are padded rows, "
+              "never packed; leave training.packing and training.document_masking at their "
+              "defaults");
+  const bool lora = std::find(c.model.converters.begin(), c.model.converters.end(), "lora") !=
+                    c.model.converters.end();
+  TITAN_CHECK(c.parallelism.pipeline_parallel_degree <= 1,
+              "parallelism.pipeline_parallel_degree = ", c.parallelism.pipeline_parallel_degree,
+              ": training.objective = \"dpo\" does not run pipeline-parallel (a pair's "
+              "log-probabilities need the reference's and the policy's forwards of whole rows); "
+              "use data, tensor or expert parallelism");
+  TITAN_CHECK(c.parallelism.context_parallel_degree <= 1,
+              "parallelism.context_parallel_degree = ", c.parallelism.context_parallel_degree,
+              ": training.objective = \"dpo\" does not run context-parallel yet; use data, "
+              "tensor or expert parallelism");
+  TITAN_CHECK(d.reference != "adapters_off" || lora,
+              "dpo.reference = \"adapters_off\" needs LoRA (model.converters = [\"lora\"]): "
+              "without adapters the reference is the starting weights, dpo.reference = "
+              "\"initial\"");
+}
+
 }  // namespace
+
+const std::vector<std::string>& dpo_loss_names() {
+  static const std::vector<std::string> names = {
+      "sigmoid",  "ipo",       "hinge",    "robust",   "sigmoid_norm", "bco_pair",
+      "nca_pair", "sppo_hard", "apo_zero", "apo_down", "exo_pair",     "sft"};
+  return names;
+}
 
 const std::vector<std::string>& pipeline_schedule_names() {
   static const std::vector<std::string> names = {"GPipe", "1F1B", "Interleaved1F1B",
@@ -217,6 +275,8 @@ void validate_config(const TrainerConfig& c, const std::vector<std::string>& mod
                {"float32", "bfloat16"});
   check_one_of("training.device", t.device, {"auto", "cpu", "cuda"});
   TITAN_CHECK(!t.eos_token.empty(), "training.eos_token is empty: name the separator token");
+
+  check_objective(c);
 
   check_degrees(c.parallelism);
   check_one_of("parallelism.fsdp_reshard_after_forward", c.parallelism.fsdp_reshard_after_forward,

@@ -20,6 +20,9 @@ void validate_config(const TrainerConfig& config, const std::vector<std::string>
 // The optimizer section alone (the optimizer checks its config with this too).
 void validate_optimizer_config(const OptimizerConfig& optimizer);
 
+// dpo.loss_type's accepted values (TRL's names of the losses titan has).
+const std::vector<std::string>& dpo_loss_names();
+
 // parallelism.pipeline_parallel_schedule's accepted values (torchtitan's names; any case).
 const std::vector<std::string>& pipeline_schedule_names();
 // Throws naming the value, with a did-you-mean, unless it is one of them.

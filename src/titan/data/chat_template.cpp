@@ -42,7 +42,8 @@ std::shared_ptr<const ChatTemplate> load_chat_template(const std::string& dir) {
   }
   TITAN_CHECK(!source.empty(), "tokenizer folder ", dir,
               " has no chat template (neither chat_template.jinja nor a \"chat_template\" string "
-              "in tokenizer_config.json); SFT (training.sft) renders conversations with it");
+              "in tokenizer_config.json); SFT (training.sft) and conversational preference records "
+              "are rendered with it");
   nlohmann::json special = nlohmann::json::object();
   for (const char* key : {"bos_token", "eos_token", "pad_token", "unk_token"}) {
     if (config.contains(key)) {

@@ -23,9 +23,10 @@ class ChatTemplate {
   // (Qwen3's enable_thinking); an object, or null for none.
   // Throws titan::Error with the template's own message when it rejects the conversation
   // (raise_exception) or fails.
-  virtual std::string render(const nlohmann::ordered_json& messages,
-                             const nlohmann::ordered_json& tools, bool add_generation_prompt,
-                             const nlohmann::ordered_json& variables) const = 0;
+  virtual std::string render(
+      const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
+      bool add_generation_prompt,
+      const nlohmann::ordered_json& variables = nlohmann::ordered_json()) const = 0;
 };
 
 // The template of the tokenizer folder `dir`, with its special tokens (bos_token, eos_token,

@@ -39,20 +39,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "titan/data/batch_source.h"
 #include "titan/data/prefetcher.h"
 #include "titan/data/token_stream.h"
 #include "titan/data/tokenizer/tokenizer.h"
 
 namespace titan::data {
-
-struct Batch {
-  at::Tensor inputs, labels;  // int64 [local_batch_size, seq_len]
-  // int64 [local_batch_size, seq_len] with document masking; undefined otherwise.
-  at::Tensor positions, document_ids;
-  // A context-parallel rank's part of the rows (train/context_parallel_batch.h) also carries
-  // its tokens' positions, below this (the rows' length); 0 for whole rows.
-  int64_t positions_end = 0;
-};
 
 struct LoaderOptions {
   int64_t local_batch_size = 1;
@@ -76,7 +68,7 @@ struct LoaderOptions {
   std::shared_ptr<DocumentExchange> exchange;
 };
 
-class DataLoader {
+class DataLoader : public BatchSource {
  public:
   // Throws titan::Error naming the file when it is missing, or empty (no tokens at all).
   DataLoader(std::shared_ptr<const Tokenizer> tok, const std::string& dataset_path,
@@ -84,17 +76,17 @@ class DataLoader {
   DataLoader(std::shared_ptr<const Tokenizer> tok, const std::string& dataset_path,
              int64_t local_batch_size, int64_t seq_len, int32_t eos_id,
              const std::string& text_field = "text");
-  ~DataLoader();
+  ~DataLoader() override;
 
-  Batch next();
+  Batch next() override;
 
   // {"epoch", "document", "offset", "dataset_path"} (and "shuffle_seed" when shuffling,
   // "packing": "torchtitan" when shifting within documents): where the next batch starts, the
   // same on every rank (rows are split by row_rank, which a resume under another layout may
   // change). load_state() checks the shuffling, the packing and that the position fits the
   // dataset.
-  nlohmann::json state() const;
-  void load_state(const nlohmann::json& s);
+  nlohmann::json state() const override;
+  void load_state(const nlohmann::json& s) override;
   // torchtitan 0.3.0's data position (its HuggingFaceTextDataset's state: `sample_idx`
   // documents read in `epoch`, and the (input, label) pairs still buffered, which are the last
   // pairs of those documents) as this loader's, when both read with one data rank
@@ -107,12 +99,12 @@ class DataLoader {
 
   // Seconds spent in next() so far: the time the caller waited for data (with prefetching,
   // only what the thread had not prepared in time).
-  double wait_seconds() const { return waited_; }
+  double wait_seconds() const override { return waited_; }
   // Documents this rank read (tokenized, or took from token shards) so far, prefetched ones
   // included.
-  int64_t documents_read() const;
+  int64_t documents_read() const override;
   // What those documents hold that trains nothing (TokenDocuments::report): one line per kind.
-  std::vector<std::string> report() const { return stream_.documents().report(); }
+  std::vector<std::string> report() const override { return stream_.documents().report(); }
 
  private:
   struct Prepared {

@@ -140,8 +140,9 @@ MultiFileSource::MultiFileSource(std::string description,
 }
 
 nlohmann::ordered_json DocumentSource::record(int64_t index) {
-  fail_read("dataset file ", location(index), " is not a file of JSON records; SFT (",
-            setting_names().sft, ") reads .jsonl records with \"messages\"");
+  fail_read("dataset file ", location(index),
+            " is not a file of records; SFT and preference pairs read .jsonl, Parquet or Arrow "
+            "records");
 }
 
 std::string DocumentSource::location(int64_t) const { return path_; }

@@ -2,7 +2,8 @@
 //   .jsonl, .jsonl.gz, .jsonl.zst  one JSON object per line with a string field (training.
 //           dataset_text_field, default "text"); blank lines are skipped;
 //   .parquet, .arrow  one document per row, the text from the string column of that name
-//           (arrow/arrow_sources.h; needs a titan built with pyarrow present);
+//           (arrow/arrow_sources.h; needs a titan built with pyarrow present); an empty
+//           text field opens a file for whole records only (record()), with no text column;
 //   .txt    (or any other name) the whole file is one document;
 //   a folder (its supported files, recursively) or a glob ("data/*.jsonl.zst"): every file
 //           matched, in sorted path order, formats mixed freely; a folder written by HF datasets'
@@ -55,10 +56,11 @@ class DocumentSource {
   // (reads through one stream).
   virtual std::string text(int64_t index) = 0;
   // The whole record of document `index` (a JSON object in its own key order: SFT reads its
-  // "messages"); throws
-  // DataReadError. Only record files (.jsonl) have them.
+  // "messages", DPO its "prompt", "chosen" and "rejected"); throws DataReadError. Record files
+  // (.jsonl, and Parquet and Arrow rows as objects of their columns) have them.
   virtual nlohmann::ordered_json record(int64_t index);
-  // Where document `index` is, for messages: "file:line" for a jsonl record, else the path.
+  // Where document `index` is, for messages: "file:line" for a jsonl record, "file, row N" for
+  // a Parquet or Arrow row, else the path.
   virtual std::string location(int64_t index) const;
   const std::string& path() const { return path_; }
 

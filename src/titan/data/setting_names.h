@@ -12,6 +12,7 @@ namespace titan::data {
 struct SettingNames {
   std::string text_field = "training.dataset_text_field";  // names the record's text field
   std::string sft = "training.sft = true";                 // reads records as conversations
+  std::string max_length = "dpo.max_length";               // cuts preference pairs
 };
 
 // One per process (inline: the Arrow sources, a library of their own, read it too).

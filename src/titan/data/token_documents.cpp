@@ -159,9 +159,12 @@ std::unique_ptr<TokenDocuments> open_single(const std::string& path,
                                             int32_t eos_id, const std::string& text_field,
                                             std::shared_ptr<const ChatTemplate> chat_template) {
   if (chat_template) {
-    TITAN_CHECK(!names_token_shards(path), "dataset ", path,
-                ": SFT (training.sft) reads conversations from .jsonl records, not token shards");
-    return std::make_unique<ChatDocuments>(DocumentSource::open(path, text_field),
+    TITAN_CHECK(
+        !names_token_shards(path), "dataset ", path,
+        ": SFT (training.sft) reads conversations from records (.jsonl, Parquet, Arrow), not "
+        "token shards");
+    // Whole records: a Parquet or Arrow file needs no text column.
+    return std::make_unique<ChatDocuments>(DocumentSource::open(path, /*text_field=*/""),
                                            std::move(tokenizer), std::move(chat_template), eos_id);
   }
   std::vector<std::string> files;

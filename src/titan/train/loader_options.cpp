@@ -1,5 +1,6 @@
 #include "titan/train/loader_options.h"
 
+#include "titan/common/error.h"
 #include "titan/data/chat_template.h"
 
 namespace titan::train {
@@ -26,6 +27,15 @@ models::PackedDocuments packed_documents(const data::Batch& batch, at::Device de
   if (batch.document_ids.defined()) d.document_ids = batch.document_ids.to(device);
   d.positions_end = batch.positions_end;
   return d;
+}
+
+int64_t micro_batches_per_step(const config::TrainingConfig& t, int64_t dp_degree) {
+  if (t.global_batch_size < 0) return 1;
+  const int64_t per_pass = t.local_batch_size * dp_degree;
+  TITAN_CHECK(
+      t.global_batch_size % per_pass == 0, "training.global_batch_size (", t.global_batch_size,
+      ") must be a multiple of training.local_batch_size x data-parallel degree (", per_pass, ")");
+  return t.global_batch_size / per_pass;
 }
 
 }  // namespace titan::train

@@ -31,6 +31,7 @@
 #include "titan/train/optimizer.h"
 #include "titan/train/pipeline/pipeline_setup.h"
 #include "titan/train/precision.h"
+#include "titan/train/preference/dpo_run.h"
 #include "titan/train/report/metrics.h"
 #include "titan/train/report/model_state_log.h"
 #include "titan/train/report/progress_line.h"
@@ -49,16 +50,6 @@ namespace titan::train {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// Number of micro-batches per optimizer step (gradient accumulation).
-int64_t micro_batches_per_step(const config::TrainingConfig& t, int64_t dp_degree) {
-  if (t.global_batch_size < 0) return 1;
-  const int64_t per_pass = t.local_batch_size * dp_degree;
-  TITAN_CHECK(
-      t.global_batch_size % per_pass == 0, "training.global_batch_size (", t.global_batch_size,
-      ") must be a multiple of training.local_batch_size x data-parallel degree (", per_pass, ")");
-  return t.global_batch_size / per_pass;
-}
 
 // One training run. The set-up is one readable sequence, in torchtitan's order (each step a
 // method below): connect the ranks, build the mesh, the data and the model (its kernels
@@ -224,7 +215,10 @@ class Trainer {
     // (The cp ranks of a data-parallel rank read the same rows: they share the reading too.)
     if (parallel_->mesh().size("data") > 1 && cfg_.debug.shared_reading)
       options.exchange = document_exchange(parallel_->mesh());
-    loader_.emplace(tokenizer_, cfg_.training.dataset_path, options);
+    if (is_dpo(cfg_)) dpo_.emplace(cfg_);
+    loader_ =
+        dpo_ ? dpo_->loader(tokenizer_, batch_rank(), batch_ranks())
+             : std::make_unique<data::DataLoader>(tokenizer_, cfg_.training.dataset_path, options);
     cp_batch_.emplace(*parallel_);
     validator_.emplace(cfg_, tokenizer_, eos, batch_ranks(), batch_rank());
     micro_batches_ = micro_batches_per_step(cfg_.training, batch_ranks());
@@ -354,6 +348,10 @@ class Trainer {
     if (pipeline_)
       forward_backward_ = pipeline_->forward_backward(parts_, *loss_, optimizer_->params(),
                                                       precision_.compute_dtype);
+    else if (dpo_)
+      forward_backward_ =
+          dpo_->forward_backward(parts_.whole(), *loss_, *parallel_, optimizer_->params(),
+                                 precision_.device, step_pairs());
     else
       forward_backward_ = std::make_unique<AccumulatingForwardBackward>(
           parts_.whole(), *loss_, *parallel_, optimizer_->params(), precision_.device);
@@ -367,14 +365,15 @@ class Trainer {
     optimizer_state_.emplace(*optimizer_, parts_, elsewhere);
     scheduler_state_.emplace(train_state_);
     loader_state_.emplace(*loader_);
-    checkpoints_.emplace(cfg_,
-                         StatefulParts{{checkpoint::kModelPart, &*model_state_},
-                                       {checkpoint::kOptimizerPart, &*optimizer_state_},
-                                       {checkpoint::kLrSchedulerPart, &*scheduler_state_},
-                                       {checkpoint::kDataLoaderPart, &*loader_state_},
-                                       {checkpoint::kTrainStatePart, &train_state_},
-                                       {checkpoint::kRngPart, &rng_state_}},
-                         *layout_, save_coordination(dist_));
+    StatefulParts parts{{checkpoint::kModelPart, &*model_state_},
+                        {checkpoint::kOptimizerPart, &*optimizer_state_},
+                        {checkpoint::kLrSchedulerPart, &*scheduler_state_},
+                        {checkpoint::kDataLoaderPart, &*loader_state_},
+                        {checkpoint::kTrainStatePart, &train_state_},
+                        {checkpoint::kRngPart, &rng_state_}};
+    if (dpo_ && cfg_.dpo.precompute_reference)
+      parts.emplace_back(checkpoint::kDpoReferencePart, &*dpo_);
+    checkpoints_.emplace(cfg_, std::move(parts), *layout_, save_coordination(dist_));
     progress_.emplace(std::cout, /*enabled=*/dist_.rank() == 0);
     profiler_.emplace(cfg_, dist_.rank(), precision_.device);
   }
@@ -384,6 +383,7 @@ class Trainer {
     train_state_.step = load_initial_state(cfg_, *spec_, parts_, *checkpoints_, *layout_,
                                            /*base_loaded=*/lora_.has_value());
     first_step_ = train_state_.step + 1;
+    if (dpo_) dpo_->prepare_reference(optimizer_->params(), /*resumed=*/first_step_ > 1);
     // (A torchtitan checkpoint records no titan config to compare with.)
     if (first_step_ > 1 && !checkpoints_->is_torchtitan_step(first_step_ - 1))
       warn_on_resume_config_change(cfg_,
@@ -405,6 +405,10 @@ class Trainer {
   // The ranks that read different rows of a step, and this rank's index among them.
   int64_t batch_ranks() const { return parallel_->purpose_size("batch"); }
   int64_t batch_rank() const { return parallel_->purpose_rank("batch"); }
+  // DPO: the pairs of a step over every rank.
+  int64_t step_pairs() const {
+    return micro_batches_ * cfg_.training.local_batch_size * batch_ranks();
+  }
 
   double sum_over(const std::string& purpose, double value) {
     if (parallel_->purpose_size(purpose) == 1) return value;
@@ -430,6 +434,7 @@ class Trainer {
     StepScale scale = step_scale(batches, *parallel_, forwards, precision_.device);
     scale.poison = step == cfg_.debug.inject_nonfinite_at_step;
     const at::Tensor loss = forward_backward_->run(batches, scale);
+    if (dpo_) dpo_->reduce_metrics(*parallel_, step_pairs());
     const StepLoss reduced = reduce_step_loss(loss, batches, scale, *parallel_);
     const GradNorm norm = grad_norm_of_squares((*grad_squares_)(), cfg_.training.max_norm);
     return update(step, reduced, norm);
@@ -521,6 +526,7 @@ class Trainer {
     m.validation_loss = validation_loss;
     if (cfg_.training.sft) m.trained_tokens = r.trained_tokens;
     m.max_loss = r.max_loss;
+    if (dpo_) m.objective_metrics = dpo_->metrics();
     m.window_steps = step - last_logged_step_;
     m.window_seconds = std::chrono::duration<double>(Clock::now() - last_log_time_).count();
     last_logged_step_ = step;
@@ -549,9 +555,10 @@ class Trainer {
   std::unique_ptr<distributed::MeshContext> parallel_;
   std::unique_ptr<PlacedLayout> layout_;
   std::shared_ptr<const data::Tokenizer> tokenizer_;
-  std::optional<data::DataLoader> loader_;
+  std::unique_ptr<data::BatchSource> loader_;
   std::optional<ContextParallelBatch> cp_batch_;
   std::optional<Validator> validator_;
+  std::optional<DpoRun> dpo_;  // training.objective dpo
   int64_t micro_batches_ = 1;
   std::optional<kernels::OverrideResolver> overrides_;
   const models::ModelSpec* spec_ = nullptr;

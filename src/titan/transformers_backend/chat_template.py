@@ -33,7 +33,7 @@ def compile_template(source):
 
 
 def render(template, special_tokens_json, messages_json, tools_json, add_generation_prompt,
-           variables_json):
+           variables_json="{}"):
     """The text of one conversation (JSON in, so that titan passes plain strings). The extra
     variables come after the special tokens, as apply_chat_template's keyword arguments do."""
     tools = json.loads(tools_json)

@@ -82,7 +82,7 @@ TEST(ConfigFields, UnknownSectionNamesItAndListsSections) {
   EXPECT_CONTAINS(message, "--trainig.steps");
   EXPECT_CONTAINS(message, "unknown config section \"trainig\"");
   EXPECT_CONTAINS(message, "did you mean \"training\"");
-  EXPECT_CONTAINS(message, "job, model, lora, training, parallelism");
+  EXPECT_CONTAINS(message, "job, model, lora, training, dpo, parallelism");
 }
 
 TEST(ConfigFields, UnknownKeyNamesItAndListsTheSectionsKeys) {

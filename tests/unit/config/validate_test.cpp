@@ -203,3 +203,62 @@ TEST(ParallelDegrees, ExpertParallelismMustDivideItsBorrowedRanks) {
 
 }  // namespace
 }  // namespace titan::config
+
+namespace titan::config {
+namespace {
+
+TEST(Validate, TheDpoSectionNamesEachBadValue) {
+  struct Case {
+    std::function<void(TrainerConfig&)> change;
+    const char* expected;
+  };
+  const Case cases[] = {
+      {[](auto& c) { c.training.objective = "ppo"; },
+       "training.objective = \"ppo\": accepted values are lm, dpo"},
+      {[](auto& c) { c.dpo.beta = 0; }, "dpo.beta = 0.0: must be > 0"},
+      {[](auto& c) {
+         c.dpo.loss_type = {"sigmoid", "kto"};
+       },
+       "dpo.loss_type = \"kto\": accepted values are sigmoid, ipo, hinge, robust"},
+      {[](auto& c) { c.dpo.loss_type = {}; }, "dpo.loss_type is empty"},
+      {[](auto& c) {
+         c.dpo.loss_weights = {1.0, 2.0};
+       },
+       "dpo.loss_weights = [1.0, 2.0]: must be empty or one weight per dpo.loss_type entry (1)"},
+      {[](auto& c) { c.dpo.label_smoothing = 0.5; },
+       "dpo.label_smoothing = 0.5: must be in [0, 0.5)"},
+      {[](auto& c) { c.dpo.loss_type = {"exo_pair"}; }, "> 0 with the exo_pair loss"},
+      {[](auto& c) { c.dpo.reference = "frozen"; }, "initial, adapters_off"},
+      {[](auto& c) { c.dpo.max_length = 1; }, "dpo.max_length = 1: must be >= 2 or -1"},
+      {[](auto& c) { c.dpo.truncation_mode = "keep_middle"; }, "keep_start, keep_end"},
+      {[](auto& c) {
+         c.training.objective = "dpo";
+         c.training.sft = true;
+       },
+       "training.sft = true and training.objective = \"dpo\" do not go together"},
+      {[](auto& c) {
+         c.training.objective = "dpo";
+         c.training.packing = "hf_flattening";
+         c.training.document_masking = true;
+       },
+       "training.packing = \"hf_flattening\" does not apply to training.objective = \"dpo\""},
+      {[](auto& c) {
+         c.training.objective = "dpo";
+         c.dpo.reference = "adapters_off";
+       },
+       "dpo.reference = \"adapters_off\" needs LoRA"},
+  };
+  for (const auto& test_case : cases)
+    EXPECT_CONTAINS(invalid(test_case.change), test_case.expected);
+
+  TrainerConfig lora_dpo;
+  lora_dpo.training.objective = "dpo";
+  lora_dpo.model.converters = {"lora"};
+  lora_dpo.dpo.reference = "adapters_off";
+  lora_dpo.dpo.loss_type = {"sigmoid", "sft"};
+  lora_dpo.dpo.loss_weights = {1.0, 0.5};
+  EXPECT_NO_THROW(validate_config(lora_dpo));
+}
+
+}  // namespace
+}  // namespace titan::config

@@ -1,5 +1,7 @@
 #include "titan/train/pipeline/microbatches.h"
 
+#include <utility>
+
 #include "titan/common/error.h"
 
 namespace titan::train {
@@ -13,9 +15,15 @@ std::vector<data::Batch> split_microbatches(const data::Batch& batch, int64_t co
     return t.defined() ? t.narrow(0, i * each, each) : at::Tensor();
   };
   std::vector<data::Batch> out;
-  for (int64_t i = 0; i < count; ++i)
-    out.push_back({part(batch.inputs, i), part(batch.labels, i), part(batch.positions, i),
-                   part(batch.document_ids, i), batch.positions_end});
+  for (int64_t i = 0; i < count; ++i) {
+    data::Batch b;
+    b.inputs = part(batch.inputs, i);
+    b.labels = part(batch.labels, i);
+    b.positions = part(batch.positions, i);
+    b.document_ids = part(batch.document_ids, i);
+    b.positions_end = batch.positions_end;
+    out.push_back(std::move(b));
+  }
   return out;
 }
 

@@ -85,6 +85,10 @@ std::string format_step_line(const StepMetrics& m) {
     line += buf;
   }
   if (m.trained_tokens) line += "  trained_tokens: " + std::to_string(*m.trained_tokens);
+  for (const auto& [name, value] : m.objective_metrics) {
+    std::snprintf(buf, sizeof(buf), "  %s: %.4f", name.c_str(), value);
+    line += buf;
+  }
   if (m.skipped_steps > 0) line += "  skipped: " + std::to_string(m.skipped_steps);
   return line;
 }
@@ -113,6 +117,7 @@ void MetricsLogger::log(const StepMetrics& m) {
   j["data_documents_read"] = m.documents_read;
   if (m.validation_loss) j["validation_metrics/loss"] = *m.validation_loss;
   if (m.trained_tokens) j["trained_tokens"] = *m.trained_tokens;
+  for (const auto& [name, value] : m.objective_metrics) j[name] = value;
   j["elapsed_s"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   jsonl_ << j.dump() << "\n";
   jsonl_.flush();

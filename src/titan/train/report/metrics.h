@@ -10,6 +10,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "titan/config/trainer_config.h"
 
@@ -35,6 +37,9 @@ struct StepMetrics {
   // SFT: the step's trained (assistant) label tokens over all ranks, on the step line too.
   std::optional<int64_t> trained_tokens;
   int64_t documents_read = 0;  // documents this rank read (tokenized) so far
+  // The objective's own metrics by name (DPO: rewards/chosen ..., TRL's), in the step line,
+  // metrics.jsonl and TensorBoard.
+  std::vector<std::pair<std::string, double>> objective_metrics;
   // For the TensorBoard scalars (torchtitan's, tensorboard_tags.h), not in metrics.jsonl:
   std::optional<double> max_loss;  // the largest of the data-parallel ranks' mean token losses
   int64_t window_steps = 1;        // steps since the previous logged step

@@ -29,6 +29,7 @@ std::vector<std::pair<std::string, double>> tensorboard_scalars(const StepMetric
   };
   if (m.mfu) s.emplace_back("mfu(%)", *m.mfu);
   if (m.validation_loss) s.emplace_back("validation_metrics/loss", *m.validation_loss);
+  for (const auto& [name, value] : m.objective_metrics) s.emplace_back(name, value);
   return s;
 }
 

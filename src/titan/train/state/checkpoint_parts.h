@@ -86,7 +86,7 @@ class LrSchedulerState : public Stateful {
 
 class DataLoaderState : public Stateful {
  public:
-  explicit DataLoaderState(data::DataLoader& loader) : loader_(loader) {}
+  explicit DataLoaderState(data::BatchSource& loader) : loader_(loader) {}
   PartState save() const override { return {{}, saved_.value_or(loader_.state())}; }
   void load(const PartReader& in) override;
   // torchtitan's data position (TorchtitanCheckpointReader::dataloader(); null: none), taken
@@ -97,7 +97,7 @@ class DataLoaderState : public Stateful {
   void save_position(std::optional<nlohmann::json> position) { saved_ = std::move(position); }
 
  private:
-  data::DataLoader& loader_;
+  data::BatchSource& loader_;
   std::optional<nlohmann::json> saved_;
 };
 

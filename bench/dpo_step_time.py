@@ -1,0 +1,168 @@
+"""DPO step time and peak memory, titan against TRL 1.16's DPOTrainer in one run, on the CPU:
+the same random checkpoint (the debug model's shape unless --shape 0.6b: vocabulary 151936,
+hidden 256, 4 layers), the same pairs (--batch pairs of about --seq tokens a sequence), fp32,
+OMP_NUM_THREADS threads, for full fine-tuning (the reference a frozen copy: titan's copy of the
+trained tensors, TRL's second model) and LoRA (rank 8 on every projection, the reference the
+adapters off: titan's zeros, TRL's disable_adapter()).
+
+Each run is a process of its own: its peak resident memory (ru_maxrss, from wait4) and the
+median step time over the steps after the first (titan: metrics.jsonl's elapsed_s; TRL: a
+callback's clock around each optimizer step).
+
+usage: build/python bench/dpo_step_time.py [--steps 5] [--batch 2] [--seq 512] [--shape debug]
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests" / "integration"))
+PROJECTIONS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+SHAPES = {
+    "debug": dict(hidden_size=256, intermediate_size=768, num_hidden_layers=4,
+                  num_attention_heads=8, num_key_value_heads=4, head_dim=64),
+    "0.6b": dict(hidden_size=1024, intermediate_size=3072, num_hidden_layers=28,
+                 num_attention_heads=16, num_key_value_heads=8, head_dim=128),
+}
+
+
+def make_base(path, shape):
+    import torch
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+    torch.manual_seed(0)
+    config = Qwen3Config(vocab_size=151936, tie_word_embeddings=True,
+                         max_position_embeddings=4096, **SHAPES[shape])
+    Qwen3ForCausalLM(config).save_pretrained(path)
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        (path / name).write_bytes((REPO / "assets" / "qwen3-tokenizer" / name).read_bytes())
+
+
+def make_pairs(path, count, seq):
+    """Standard records from the default corpus: a prompt of about seq/2 tokens and two
+    completions of about seq/2 (4 characters a token, roughly)."""
+    docs = [json.loads(line)["text"] for line in
+            (REPO / "assets/corpus/python_stdlib.jsonl").read_text().splitlines()[:4 * count]]
+    text = " ".join(docs)
+    chars = 2 * seq
+    rows = []
+    for i in range(count):
+        at = i * 3 * chars
+        rows.append({"prompt": text[at:at + chars], "chosen": text[at + chars:at + 2 * chars],
+                     "rejected": text[at + 2 * chars:at + 3 * chars]})
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def run_child(cmd, env, what):
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err, text=True, env=env)
+        _, status, usage = os.wait4(proc.pid, 0)
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read(), err.read()
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"{what} failed:\n{stdout[-2000:]}\n{stderr[-3000:]}")
+    return stdout, usage.ru_maxrss / 1024.0
+
+
+def titan_run(kind, base, data, job, args, env):
+    cmd = [str(REPO / "build" / "bin" / "titan"), "train", "--module", "qwen3", "--config",
+           "qwen3_debugmodel", "--model.flavor", "auto", "--model.hf_assets_path", str(base),
+           "--checkpoint.initial_load_path", str(base), "--checkpoint.initial_load_in_hf",
+           "--training.objective", "dpo", "--training.shuffle", "false",
+           "--training.steps", str(args.steps), "--training.local_batch_size", str(args.batch),
+           "--dpo.max_length", str(args.seq), "--training.dataset_path", str(data),
+           "--job.dump_folder", str(job), "--optimizer.lr", "1e-5",
+           "--lr_scheduler.warmup_steps", "0"]
+    if kind == "lora":
+        cmd += ["--model.converters", "lora", "--lora.rank", "8", "--lora.alpha", "16",
+                "--dpo.reference", "adapters_off"]
+    _, rss = run_child(cmd, env, f"titan {kind}")
+    elapsed = [json.loads(line)["elapsed_s"] for line in (job / "metrics.jsonl").read_text()
+               .splitlines()]
+    steps = [b - a for a, b in zip(elapsed, elapsed[1:])]
+    return {"step_s": statistics.median(steps), "rss_mib": rss}
+
+
+def peer_main(kind, base, data, args):
+    """TRL's DPOTrainer in this process (the child): the median step time as JSON."""
+    import torch
+    from datasets import Dataset
+    from transformers import TrainerCallback
+    from trl_dpo_peer import trl_dpo  # noqa: F401  (sets the offline environment)
+    import trl_dpo_peer
+    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "2")))
+    times = []
+
+    class Clock(TrainerCallback):
+        def on_step_begin(self, *a, **k):
+            self.start = time.perf_counter()
+
+        def on_step_end(self, *a, **k):
+            times.append(time.perf_counter() - self.start)
+
+    rows = [json.loads(line) for line in Path(data).read_text().splitlines()]
+    peft_config = None
+    if kind == "lora":
+        import peft
+        peft_config = peft.LoraConfig(r=8, lora_alpha=16, target_modules=PROJECTIONS,
+                                      lora_dropout=0.0)
+    original = trl_dpo_peer.DPOTrainer
+
+    class Timed(original):
+        def __init__(self, *a, callbacks=None, **k):
+            super().__init__(*a, callbacks=(callbacks or []) + [Clock()], **k)
+
+    trl_dpo_peer.DPOTrainer = Timed
+    trl_dpo_peer.trl_dpo(base, rows, steps=args.steps, batch=args.batch, lr=1e-5,
+                         peft_config=peft_config, max_length=args.seq)
+    print(json.dumps({"step_s": statistics.median(times[1:])}))
+
+
+def peer_run(kind, base, data, args, env):
+    cmd = [sys.executable, __file__, "--child", kind, "--base", str(base), "--data", str(data),
+           "--steps", str(args.steps), "--batch", str(args.batch), "--seq", str(args.seq)]
+    out, rss = run_child(cmd, env, f"TRL {kind}")
+    result = json.loads(out.strip().splitlines()[-1])
+    result["rss_mib"] = rss
+    return result
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--steps", type=int, default=5)
+    p.add_argument("--batch", type=int, default=2)
+    p.add_argument("--seq", type=int, default=512)
+    p.add_argument("--shape", choices=sorted(SHAPES), default="debug")
+    p.add_argument("--child")
+    p.add_argument("--base")
+    p.add_argument("--data")
+    args = p.parse_args()
+    if args.child:
+        return peer_main(args.child, args.base, args.data, args)
+    env = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "2"),
+               HF_HUB_OFFLINE="1")
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        make_base(tmp / "base", args.shape)
+        make_pairs(tmp / "pairs.jsonl", args.steps * args.batch, args.seq)
+        print(f"DPO, {args.shape} shape, {args.batch} pairs x ~{args.seq} tokens, "
+              f"{args.steps} steps, fp32, {env['OMP_NUM_THREADS']} threads")
+        print("| case | titan step | TRL step | speed-up | titan peak RSS | TRL peak RSS |")
+        print("|---|---:|---:|---:|---:|---:|")
+        for kind in ("full", "lora"):
+            ours = titan_run(kind, tmp / "base", tmp / "pairs.jsonl", tmp / f"job_{kind}", args,
+                             env)
+            theirs = peer_run(kind, tmp / "base", tmp / "pairs.jsonl", args, env)
+            print(f"| {kind} | {ours['step_s']:.2f} s | {theirs['step_s']:.2f} s | "
+                  f"{theirs['step_s'] / ours['step_s']:.2f}x | {ours['rss_mib']:.0f} MiB | "
+                  f"{theirs['rss_mib']:.0f} MiB |", flush=True)
+
+
+if __name__ == "__main__":
+    main()

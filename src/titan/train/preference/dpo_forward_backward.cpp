@@ -1,0 +1,125 @@
+#include "titan/train/preference/dpo_forward_backward.h"
+
+#include <ATen/core/grad_mode.h>
+
+#include <algorithm>
+#include <limits>
+#include <utility>
+
+#include "titan/common/error.h"
+#include "titan/distributed/mesh_context.h"
+#include "titan/train/batch_loss.h"
+#include "titan/train/loader_options.h"
+
+namespace titan::train {
+
+at::Tensor sequence_logps(const CausalLmLoss& loss, const at::Tensor& hidden,
+                          const at::Tensor& labels) {
+  std::vector<at::Tensor> rows;
+  // Rows of [1, T, H]: under sequence parallelism hidden is split on T, which the loss gathers.
+  for (int64_t i = 0; i < labels.size(0); ++i)
+    rows.push_back(-loss.sum(hidden.slice(0, i, i + 1), labels.slice(0, i, i + 1)));
+  return at::stack(rows).to(at::kFloat);
+}
+
+DpoForwardBackward::DpoForwardBackward(models::Model& model, const CausalLmLoss& loss,
+                                       distributed::MeshContext& parallel,
+                                       const NamedTensors& params, at::Device device,
+                                       DpoSettings settings, ReferenceWeights& reference,
+                                       int64_t step_pairs)
+    : model_(model),
+      loss_(loss),
+      parallel_(parallel),
+      params_(params),
+      device_(device),
+      settings_(std::move(settings)),
+      reference_(reference),
+      step_pairs_(step_pairs) {}
+
+at::Tensor DpoForwardBackward::run(const std::vector<data::Batch>& batches,
+                                   const StepScale& scale) {
+  const at::TensorOptions dbl = at::TensorOptions(device_).dtype(at::kDouble);
+  // The sft term's divisor: the chosen completions' tokens of the whole step.
+  double step_chosen_tokens = 1;
+  if (std::count(settings_.loss_types.begin(), settings_.loss_types.end(), "sft") > 0) {
+    int64_t mine = 0;
+    for (const data::Batch& b : batches) mine += chosen_label_tokens(b.labels);
+    at::Tensor total = at::full({1}, static_cast<double>(mine), dbl);
+    parallel_.all_reduce("batch", total);
+    step_chosen_tokens = std::max(1.0, total.item<double>());
+  }
+  at::Tensor loss_sum = at::zeros({1}, dbl);
+  metric_sums_ = at::zeros({static_cast<int64_t>(dpo_metric_names().size())}, dbl);
+  for (size_t i = 0; i < batches.size(); ++i) {
+    const data::Batch& b = batches[i];
+    TITAN_CHECK(b.completion_tokens.defined(), "DPO: a batch without preference pairs");
+    const at::Tensor inputs = b.inputs.to(device_);
+    const models::PackedDocuments documents = packed_documents(b, device_);
+    at::Tensor reference;
+    if (table_ != nullptr) {
+      const at::Tensor rows = table_->index_select(0, b.pair_records.to(device_));
+      reference = at::cat({rows.select(1, 0), rows.select(1, 1)}).to(at::kFloat);
+    } else {
+      reference_.with_reference([&] {
+        reference =
+            sequence_logps(loss_, model_.forward_packed(inputs, documents).hidden, b.labels);
+        parallel_.finish_forward_only();  // FSDP's units may keep their gathered values
+      });
+    }
+    const bool last = i + 1 == batches.size();
+    parallel_.start_backward(last);
+    const models::ModelOutput out = model_.forward_packed(inputs, documents);
+    const PairLogps logps{sequence_logps(loss_, out.hidden, b.labels), reference,
+                          b.completion_tokens.to(device_)};
+    at::Tensor loss =
+        dpo_loss_share(logps, settings_, static_cast<double>(step_pairs_), step_chosen_tokens);
+    if (out.extra_loss.defined()) loss = loss + out.extra_loss / scale.extra_scale;
+    if (scale.poison) loss = loss * std::numeric_limits<double>::quiet_NaN();
+    loss.backward();
+    parallel_.finish_backward(last, params_);
+    loss_sum.add_(loss.detach().to(at::kDouble));
+    metric_sums_.add_(dpo_metric_sums(logps, settings_.beta));
+  }
+  return loss_sum;
+}
+
+at::Tensor DpoForwardBackward::precompute(data::BatchSource& pairs, int64_t records,
+                                          ReferenceWeights* reference) {
+  const at::TensorOptions dbl = at::TensorOptions(device_).dtype(at::kDouble);
+  at::Tensor sums = at::zeros({records, 2}, dbl), counts = at::zeros({records}, dbl);
+  const auto forward = [&](const data::Batch& b) {
+    at::NoGradGuard no_grad;
+    const at::Tensor logps = sequence_logps(
+        loss_, model_.forward_packed(b.inputs.to(device_), packed_documents(b, device_)).hidden,
+        b.labels);
+    parallel_.finish_forward_only();
+    return logps;
+  };
+  // Every rank reads the same global batches, so every rank stops after the same one. A record
+  // read twice (the last global batch running into the next epoch) is averaged.
+  while (true) {
+    const nlohmann::json at = pairs.state();
+    if (at["epoch"].get<int64_t>() > 0 || at["record"].get<int64_t>() >= records) break;
+    const data::Batch b = pairs.next();
+    at::Tensor logps;
+    if (reference != nullptr)
+      reference->with_reference([&] { logps = forward(b); });
+    else
+      logps = forward(b);
+    const int64_t P = logps.size(0) / 2;
+    const at::Tensor index = b.pair_records.to(device_);
+    sums.index_add_(0, index,
+                    at::stack({logps.slice(0, 0, P), logps.slice(0, P)}, 1).to(at::kDouble));
+    counts.index_add_(0, index, at::ones({P}, dbl));
+  }
+  parallel_.all_reduce("batch", sums);
+  parallel_.all_reduce("batch", counts);
+  return sums / counts.clamp_min(1).unsqueeze(1);
+}
+
+std::pair<double, double> DpoForwardBackward::evaluate(const data::Batch& batch) {
+  const BatchLoss b = batch_loss(model_, loss_, batch, device_);
+  return {b.loss_sum.item<double>(), static_cast<double>(b.tokens)};
+}
+
+}  // namespace titan::train

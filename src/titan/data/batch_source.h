@@ -32,6 +32,15 @@ class BatchSource {
   // Where the next batch starts (saved in checkpoints), and a resume from it.
   virtual nlohmann::json state() const = 0;
   virtual void load_state(const nlohmann::json& s) = 0;
+  // torchtitan 0.3.0's data position taken as this source's (data_loader.h says when it can
+  // be). Returns "" when taken, else why not. Sources that never read torchtitan's text
+  // dataset (DPO's preference pairs) keep their own start.
+  virtual std::string load_torchtitan_position(int64_t /*world_size*/, int64_t /*sample_idx*/,
+                                               int64_t /*epoch*/,
+                                               const std::vector<int64_t>& /*inputs_buffer*/,
+                                               const std::vector<int64_t>& /*labels_buffer*/) {
+    return "this run reads preference pairs, not torchtitan's text dataset";
+  }
   // Seconds the caller waited in next() so far.
   virtual double wait_seconds() const = 0;
   // Documents (or records) this rank read so far.

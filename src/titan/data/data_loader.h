@@ -95,7 +95,7 @@ class DataLoader : public BatchSource {
   // position is taken, else why not (the position is then left as it was).
   std::string load_torchtitan_position(int64_t world_size, int64_t sample_idx, int64_t epoch,
                                        const std::vector<int64_t>& inputs_buffer,
-                                       const std::vector<int64_t>& labels_buffer);
+                                       const std::vector<int64_t>& labels_buffer) override;
 
   // Seconds spent in next() so far: the time the caller waited for data (with prefetching,
   // only what the thread had not prepared in time).

@@ -196,3 +196,18 @@ def test_pipeline_parallel_dpo_is_one_error(tmp_path, base):
                        check=False)
     assert result.returncode != 0
     assert "does not run pipeline-parallel" in result.stderr + result.stdout
+
+
+@pytest.mark.parametrize("args, flag", [
+    (["--objective", "dpo", "--reference", "R", "--seq-len", 64], "--seq-len"),
+    (["--objective", "dpo", "--reference", "R", "--sft"], "--sft"),
+    (["--beta", 0.5], "--beta"),
+    (["--objective", "lm", "--reference", "R"], "--reference"),
+])
+def test_eval_refuses_a_flag_of_the_other_objective(tmp_path, args, flag):
+    """A flag that the chosen objective reads nowhere is one error naming it, not a result that
+    silently ignored it (before any model or data is read: the paths need not exist)."""
+    proc = run_titan("eval", "--model", tmp_path / "m", "--data", tmp_path / "d.jsonl", *args,
+                     check=False)
+    assert proc.returncode != 0
+    assert f"titan eval: {flag} does not apply to --objective" in proc.stderr

@@ -96,6 +96,15 @@ int run_eval(const Args& args) {
   const std::string objective = flags.get("--objective", "lm");
   TITAN_CHECK(objective == "lm" || objective == "dpo", "titan eval: --objective \"", objective,
               "\": accepted values are lm, dpo");
+  // A flag of the other objective would be read by nothing: one error instead of a silent result.
+  const std::vector<std::string> lm_only = {
+      "--seq-len", "--steps",   "--eos-token",        "--text-field", "--packing",
+      "--base",    "--backend", "--document-masking", "--sft"};
+  const std::vector<std::string> dpo_only = {"--reference", "--beta", "--loss-type", "--max-length",
+                                             "--truncation-mode"};
+  for (const std::string& flag : objective == "dpo" ? lm_only : dpo_only)
+    TITAN_CHECK(!flags.has(flag), "titan eval: ", flag, " does not apply to --objective ",
+                objective, " (see titan eval --help)");
   if (objective == "dpo") return run_eval_dpo(flags);
   // Data errors advise eval's flags, not training's config keys.
   data::set_setting_names({"--text-field", "--sft"});

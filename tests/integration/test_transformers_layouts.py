@@ -1,38 +1,44 @@
-"""The compatibility table's layout cells on the Transformers backend, one family at a time: each
-family's random debug model (built with Transformers) trained by one process, and then under
-each layout its row claims (FSDP 2, TP 2, EP 2, CP 2, PP 2 with 1F1B), every run on the same
-global batch of packed documents that cross the CP chunk boundaries (float32, 3 steps): the
-losses, gradient norms and validation losses equal the one process's (relative 1e-5). One
-process run is the baseline of all of a family's layouts, so a family is one test (every layout
-run even when an earlier one differs, each difference named). Qwen3 has its own tests
-(tp, cp, pp), as do the refusals."""
+"""The compatibility table's cells on the Transformers backend, one family at a time: each
+family's random debug model (built with Transformers) trained by one process, whose first loss
+and gradient norm equal Transformers' own forward and backward of the same packed rows (each
+document run alone), and then under each layout its row claims (FSDP 2, TP 2, EP 2, CP 2, PP 2
+with 1F1B), every run on the same global batch of packed documents that cross the CP chunk
+boundaries (float32, 2 steps): the losses, gradient norms and validation losses equal the one
+process's (relative 1e-5). The one process run is the baseline of all of a family's layouts,
+so a family is one test (every layout run even when an earlier one differs, each difference
+named). Qwen3's layouts have their own tests (tp, cp, pp), as do the refusals."""
 import json
+import re
 
 import pytest
+from tokenizers import Tokenizer
 
 from conftest import TOKENIZER_DIR, read_metrics, run_titan
-from hf_families import make_family
+from hf_families import documents_alone_loss_and_norm, make_family
+from hf_models import EOS
 from launch import assert_close, curves, torchrun
 from test_context_parallel import TEXTS
 
 MODULE = "transformers_modeling_backend"
-STEPS = 3
-# name: (processes, arguments); the global batch is 2 rows in every layout.
+STEPS = 2
+# name: (the mesh the start-up line names, arguments); 2 processes, the global batch 2 rows.
 LAYOUTS = {
-    "FSDP 2": (2, ["--training.local_batch_size", 1]),
-    "TP 2": (2, ["--parallelism.tensor_parallel_degree", 2,
-                 "--parallelism.enable_sequence_parallel", "false"]),
+    "FSDP 2": ("dp_shard=2", ["--training.local_batch_size", 1]),
+    "TP 2": ("tp=2", ["--parallelism.tensor_parallel_degree", 2,
+                      "--parallelism.enable_sequence_parallel", "false"]),
     # The dense weights sharded by FSDP over the same two ranks; the auxiliary loss is a per-rank
     # mean by design, so balancing stays off.
-    "EP 2": (2, ["--parallelism.expert_parallel_degree", 2, "--training.local_batch_size", 1]),
-    "CP 2": (2, ["--parallelism.context_parallel_degree", 2]),
-    "PP 2": (2, ["--parallelism.pipeline_parallel_degree", 2,
-                 "--parallelism.pipeline_parallel_schedule", "1F1B"]),
+    "EP 2": ("ep=2", ["--parallelism.expert_parallel_degree", 2,
+                      "--training.local_batch_size", 1]),
+    "CP 2": ("cp=2", ["--parallelism.context_parallel_degree", 2]),
+    "PP 2": ("pp=2", ["--parallelism.pipeline_parallel_degree", 2,
+                      "--parallelism.pipeline_parallel_schedule", "1F1B"]),
 }
 # The cells run here: each family's distinct tensor- and expert-parallel plans (the others share
 # one, docs/transformers_backend.md), every family's FSDP 2 (under EP 2 for the MoE families
 # that run it), CP 2 and PP 2.
 FAMILIES = {
+    "qwen3": [],
     "llama": ["FSDP 2", "CP 2", "PP 2"],
     "mistral": ["FSDP 2", "CP 2", "PP 2"],
     "qwen2": ["FSDP 2", "CP 2", "PP 2"],
@@ -52,6 +58,21 @@ def corpus(tmp_path_factory):
     path = tmp_path_factory.mktemp("docs") / "docs.jsonl"
     path.write_text("".join(json.dumps({"text": t}) + "\n" for t in TEXTS * 20), encoding="utf-8")
     return path
+
+
+def first_rows(count, seq_len=32):
+    """The first `count` rows the loader packs from the corpus: (ids, owner) each, seq_len + 1
+    token ids and the document each belongs to."""
+    tok = Tokenizer.from_file(str(TOKENIZER_DIR / "tokenizer.json"))
+    ids, owner = [], []
+    for doc, text in enumerate(TEXTS * 20):
+        piece = tok.encode(text).ids + [EOS]
+        ids += piece
+        owner += [doc] * len(piece)
+        if len(ids) >= count * (seq_len + 1):
+            break
+    n = seq_len + 1
+    return [(ids[r * n:(r + 1) * n], owner[r * n:(r + 1) * n]) for r in range(count)]
 
 
 def args(dump, corpus, hf_dir, *extra):
@@ -87,16 +108,22 @@ def difference(dump, ref):
 @pytest.mark.parametrize("family", list(FAMILIES))
 def test_layouts_match_one_process(tmp_path, corpus, family):
     hf = tmp_path / "hf"
-    make_family(hf, family, TOKENIZER_DIR)
+    model = make_family(hf, family, TOKENIZER_DIR)
+    want_loss, want_norm = documents_alone_loss_and_norm(model, first_rows(2))
     one = tmp_path / "one"
     run_titan(*args(one, corpus, hf))
-    failures = {}
+    first = read_metrics(one)[0]
+    failures = {"1 process": None if (first["loss"] == pytest.approx(want_loss, rel=1e-5) and
+                                      first["grad_norm"] == pytest.approx(want_norm, rel=1e-5))
+                else f"{first} against Transformers' {want_loss}, {want_norm}"}
     for layout in FAMILIES[family]:
-        nproc, extra = LAYOUTS[layout]
+        mesh, extra = LAYOUTS[layout]
         dump = tmp_path / layout.replace(" ", "")
-        proc = torchrun(nproc, args(dump, corpus, hf, *extra), check=False)
+        proc = torchrun(2, args(dump, corpus, hf, *extra), check=False)
         if proc.returncode != 0:
             failures[layout] = f"exited {proc.returncode}: {proc.stderr[-1500:]}"
+        elif not re.search(rf"of the model's[^\n]* {mesh}\b", proc.stdout):
+            failures[layout] = f"not run as {mesh}: {proc.stdout[-1500:]}"
         else:
             failures[layout] = difference(dump, one)
     failures = {k: v for k, v in failures.items() if v is not None}

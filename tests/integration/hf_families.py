@@ -43,3 +43,30 @@ def make_family(path, family, tokenizer_dir, seed=0, **overrides):
     for f in ("tokenizer.json", "tokenizer_config.json"):
         shutil.copy(tokenizer_dir / f, path / f)
     return model
+
+
+def documents_alone_loss_and_norm(model, rows):
+    """Transformers' own forward and backward of packed rows with document masking: each
+    document piece of a row run alone (positions from 0), the mean loss over the labels inside
+    a document (hf_models.documents_alone_loss's, with gradients) and the norm of its
+    gradient. `rows` holds (ids, owner) per row: seq_len + 1 token ids and the document of each."""
+    model.train()
+    model.zero_grad()
+    losses = []
+    for ids, owner in rows:
+        start = 0
+        while start < len(ids) - 1:
+            end = start
+            while end + 1 < len(ids) - 1 and owner[end + 1] == owner[start]:
+                end += 1
+            logits = model(torch.tensor([ids[start:end + 1]]), use_cache=False).logits[0]
+            for k in range(end + 1 - start):
+                if owner[start + k + 1] == owner[start + k]:
+                    losses.append(torch.nn.functional.cross_entropy(
+                        logits[k], torch.tensor(ids[start + k + 1])))
+            start = end + 1
+    loss = torch.stack(losses).mean()
+    loss.backward()
+    norm = torch.sqrt(sum((p.grad.double() ** 2).sum() for p in model.parameters()
+                          if p.grad is not None))
+    return loss.item(), norm.item()

@@ -16,7 +16,7 @@ from conftest import TITAN, read_metrics, run_titan
 from hf_models import make_hf_model, packed_windows, rel_err
 
 MODULE = "transformers_modeling_backend"
-STEPS = 10
+STEPS = 5
 
 
 def train(dump, corpus, *extra, backend="transformers", check=True, steps=STEPS):
@@ -44,36 +44,43 @@ def hf_dir(request, tmp_path_factory, tokenizer_dir):
     return path
 
 
-def test_backend_trains_like_the_native_model(tmp_path, small_corpus, hf_dir):
+@pytest.fixture(scope="module")
+def one_process(hf_dir, small_corpus, tmp_path_factory):
+    """Path 1 on one process from `hf_dir`: the run the tests below compare with, checkpointed
+    and exported (float32: the export must hold the trained weights exactly) at its last step."""
+    dump = tmp_path_factory.mktemp("one") / "run"
+    train(dump, small_corpus, *from_dir(hf_dir), "--checkpoint.enable", "--checkpoint.interval",
+          STEPS, "--checkpoint.last_save_in_hf", "--checkpoint.export_dtype", "float32")
+    return dump
+
+
+def test_backend_trains_like_the_native_model(tmp_path, small_corpus, hf_dir, one_process):
     train(tmp_path / "native", small_corpus, *from_dir(hf_dir), backend="qwen3")
-    train(tmp_path / "hf", small_corpus, *from_dir(hf_dir))
-    a, b = losses(tmp_path / "hf"), losses(tmp_path / "native")
+    a, b = losses(one_process), losses(tmp_path / "native")
     assert len(a) == len(b) == STEPS
     for x, y in zip(a, b):
         assert abs(x - y) <= 1e-5 * abs(y), (a, b)
 
 
-def test_backend_under_fsdp_matches_one_process(tmp_path, small_corpus, hf_dir):
-    train(tmp_path / "one", small_corpus, *from_dir(hf_dir), steps=5)
+def test_backend_under_fsdp_matches_one_process(tmp_path, small_corpus, hf_dir, one_process):
     env = dict(os.environ, OMP_NUM_THREADS="1")
     cmd = [sys.executable, "-m", "torch.distributed.run", "--no-python", "--nproc_per_node=2",
            "--rdzv_backend", "c10d", "--rdzv_endpoint=localhost:0", str(TITAN), "train",
-           "--module", MODULE, "--config", f"{MODULE}_debugmodel", "--training.steps", "5",
+           "--module", MODULE, "--config", f"{MODULE}_debugmodel", "--training.steps", str(STEPS),
            "--training.local_batch_size", "1", "--training.seq_len", "32",
            "--metrics.log_freq", "1", "--training.dataset_path", str(small_corpus),
            "--job.dump_folder", str(tmp_path / "fsdp"), *map(str, from_dir(hf_dir))]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=400)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    a, b = losses(tmp_path / "fsdp"), losses(tmp_path / "one")
-    assert len(a) == 5
+    a, b = losses(tmp_path / "fsdp"), losses(one_process)
+    assert len(a) == STEPS
     for x, y in zip(a, b):
         assert abs(x - y) <= 1e-5 * abs(y), (a, b)
 
 
-def test_first_loss_is_transformers_own(tmp_path, small_corpus, tokenizer_dir, hf_dir):
+def test_first_loss_is_transformers_own(small_corpus, tokenizer_dir, hf_dir, one_process):
     # The pitfalls of a deferred build (zero rotary inv_freq, trainer defaults over the HF
     # config's rope_theta / eps) would all show here.
-    train(tmp_path / "run", small_corpus, *from_dir(hf_dir), steps=1)
     model = AutoModelForCausalLM.from_pretrained(hf_dir, dtype=torch.float32).eval()
     total, count = 0.0, 0
     with torch.no_grad():
@@ -82,15 +89,11 @@ def test_first_loss_is_transformers_own(tmp_path, small_corpus, tokenizer_dir, h
             logits = model(x[:, :-1]).logits[0]
             total += torch.nn.functional.cross_entropy(logits, x[0, 1:], reduction="sum").item()
             count += 32
-    assert losses(tmp_path / "run")[0] == pytest.approx(total / count, rel=1e-5)
+    assert losses(one_process)[0] == pytest.approx(total / count, rel=1e-5)
 
 
-def test_export_loads_in_transformers_with_the_trained_logits(tmp_path, small_corpus, hf_dir):
-    dump = tmp_path / "run"
-    # In float32 (the recipe exports bfloat16): the export must hold the trained weights exactly.
-    train(dump, small_corpus, *from_dir(hf_dir), "--checkpoint.enable",
-          "--checkpoint.last_save_in_hf", "--checkpoint.export_dtype", "float32", steps=3)
-    export = dump / "hf" / "step-3"
+def test_export_loads_in_transformers_with_the_trained_logits(tmp_path, one_process):
+    export = one_process / "hf" / f"step-{STEPS}"
     model, info = AutoModelForCausalLM.from_pretrained(export, dtype=torch.float32,
                                                        output_loading_info=True)
     assert all(len(v) == 0 for v in info.values()), info
@@ -98,7 +101,7 @@ def test_export_loads_in_transformers_with_the_trained_logits(tmp_path, small_co
     with torch.no_grad():
         want = model.eval()(torch.tensor([tokens])).logits[0]
     # The trained model is the training checkpoint; the export must give its logits.
-    for source in (dump / "checkpoint" / "step-3", export):
+    for source in (one_process / "checkpoint" / f"step-{STEPS}", export):
         out = tmp_path / "logits.safetensors"
         run_titan("forward", "--model", source, "--backend", "transformers", "--tokens",
                   ",".join(map(str, tokens)), "--output", out)

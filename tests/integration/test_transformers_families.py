@@ -1,13 +1,8 @@
-"""Each Transformers family the backend claims, one process: titan's first loss and gradient
-norm on a batch equal Transformers' own forward and backward of the same model on the same
-tokens (float32, 1e-5), through the family's own code (multipliers, per-head or whole-width
-q/k norms, fused projections, MLA, routed experts); and what titan cannot honour is one error."""
-import pytest
-import torch
-
-from conftest import read_metrics, run_titan
-from hf_families import FAMILIES, make_family
-from hf_models import packed_windows
+"""What titan cannot honour of a Transformers family is one error. (Each family's one process
+against Transformers' own forward and backward is a cell of test_transformers_layouts.py, whose
+one-process run is also the baseline of the family's layouts.)"""
+from conftest import run_titan
+from hf_families import make_family
 
 SEQ_LEN = 32
 BATCH = 2
@@ -22,29 +17,6 @@ def train(dump, corpus, hf_dir, *extra, check=True):
         "--training.local_batch_size", BATCH, "--training.seq_len", SEQ_LEN,
         "--training.max_norm", "1e9", "--metrics.log_freq", "1",
         "--training.dataset_path", corpus, "--job.dump_folder", dump, *extra, check=check)
-
-
-def transformers_loss_and_norm(model, corpus, tokenizer_dir):
-    """The mean token loss of the first batch and the norm of its gradient, by Transformers."""
-    model.train()
-    rows = torch.tensor(packed_windows(corpus, tokenizer_dir, SEQ_LEN, BATCH))
-    logits = model(rows[:, :-1], use_cache=False).logits
-    loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]),
-                                             rows[:, 1:].reshape(-1))
-    loss.backward()
-    norm = torch.sqrt(sum((p.grad.double() ** 2).sum() for p in model.parameters()
-                          if p.grad is not None))
-    return loss.item(), norm.item()
-
-
-@pytest.mark.parametrize("family", sorted(FAMILIES))
-def test_family_matches_transformers(tmp_path, small_corpus, tokenizer_dir, family):
-    model = make_family(tmp_path / "hf", family, tokenizer_dir)
-    want_loss, want_norm = transformers_loss_and_norm(model, small_corpus, tokenizer_dir)
-    train(tmp_path / "run", small_corpus, tmp_path / "hf")
-    [m] = read_metrics(tmp_path / "run")
-    assert m["loss"] == pytest.approx(want_loss, rel=1e-5), family
-    assert m["grad_norm"] == pytest.approx(want_norm, rel=1e-5), family
 
 
 def test_balancing_a_family_without_an_auxiliary_loss_is_refused(tmp_path, small_corpus,

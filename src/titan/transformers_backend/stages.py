@@ -25,8 +25,11 @@ class Receiver:
     first module (its first layer, or the final norm of a stage holding only the head): a
     forward pre-hook, so that the family's forward runs unchanged around it."""
 
-    def __init__(self, module):
+    def __init__(self, module, scale=1.0):
         self.received = None
+        # The last stage's factor on its output (Granite's logits_scaling, families.py), as
+        # helper.decoder_forward applies it to the whole model's.
+        self.scale = scale
         module.register_forward_pre_hook(self.hook, with_kwargs=True)
 
     def hook(self, module, args, kwargs):
@@ -84,7 +87,7 @@ def keep_only(model, names, sites, first, end, head):
             layers[i] = Elsewhere()
     if not head:
         decoder.norm = torch.nn.Identity()
-    return Receiver(entry)
+    return Receiver(entry, getattr(model, "_titan_logits_scale", 1.0) if head else 1.0)
 
 
 def release(sites):
@@ -104,9 +107,12 @@ def stage_forward(decoder, ids, hidden, receiver, position_ids=None, document_id
     if document_ids is not None:
         extra["titan_document_ids"] = document_ids
     if hidden is None:
-        return decoder(input_ids=ids, use_cache=False, **extra).last_hidden_state
-    receiver.received = hidden
-    try:
-        return decoder(inputs_embeds=hidden.detach(), use_cache=False, **extra).last_hidden_state
-    finally:
-        receiver.received = None
+        out = decoder(input_ids=ids, use_cache=False, **extra).last_hidden_state
+    else:
+        receiver.received = hidden
+        try:
+            out = decoder(inputs_embeds=hidden.detach(), use_cache=False,
+                          **extra).last_hidden_state
+        finally:
+            receiver.received = None
+    return out if receiver.scale == 1.0 else out * receiver.scale

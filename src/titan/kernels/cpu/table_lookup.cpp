@@ -93,39 +93,54 @@ __attribute__((target("avx2"))) void floats_avx2(const uint8_t* codes, const flo
   floats_plain(codes, map, out, n, i);
 }
 
-// 32 points: eight levels of the binary search (table_lookup.h). Levels 0-5 have at most 32
-// pivots (one register, vpermw), level 6 has 64 (two, vpermi2w), level 7 has 128 (four: two
-// permutes and a blend on j's bit 6).
+// The pivots of the eight levels of the binary search (table_lookup.h) in registers: levels
+// 0-5 have at most 32 (one register, vpermw), level 6 has 64 (two, vpermi2w), level 7 has 128
+// (four: two permutes and a blend on j's bit 6).
+struct Pivots {
+  __m512i first, small[5], l6[2], l7[4];
+};
+
+__attribute__((target("avx512f,avx512bw"), always_inline)) inline __m512i search(const Pivots& p,
+                                                                                 __m512i k) {
+  const __m512i one = _mm512_set1_epi16(1);
+  __m512i j = _mm512_maskz_mov_epi16(_mm512_cmple_epu16_mask(p.first, k), one);
+  for (int l = 1; l < 8; ++l) {  // unrolled by the compiler: l is known in each copy
+    __m512i pivot;
+    if (l < 6)
+      pivot = _mm512_permutexvar_epi16(j, p.small[l - 1]);
+    else if (l == 6)
+      pivot = _mm512_permutex2var_epi16(p.l6[0], j, p.l6[1]);
+    else
+      pivot = _mm512_mask_blend_epi16(_mm512_test_epi16_mask(j, _mm512_set1_epi16(64)),
+                                      _mm512_permutex2var_epi16(p.l7[0], j, p.l7[1]),
+                                      _mm512_permutex2var_epi16(p.l7[2], j, p.l7[3]));
+    const __mmask32 at_or_above = _mm512_cmple_epu16_mask(pivot, k);
+    j = _mm512_add_epi16(j, j);
+    j = _mm512_mask_add_epi16(j, at_or_above, j, one);
+  }
+  return j;
+}
+
+// 64 points an iteration, two independent searches: each is a chain of eight dependent levels,
+// and two chains keep the permute unit busy where one would wait on it.
 __attribute__((target("avx512f,avx512bw"))) void steps_avx512(const uint16_t* point,
                                                               const StepTable& t, uint8_t* out,
                                                               int64_t n) {
-  const __m512i one = _mm512_set1_epi16(1);
-  const __m512i bit6 = _mm512_set1_epi16(64);
-  const __m512i pivot0 = _mm512_set1_epi16(static_cast<int16_t>(t.level[0][0]));
-  __m512i small[5];
-  for (int l = 1; l < 6; ++l) small[l - 1] = _mm512_load_si512(t.level[l]);
-  const __m512i l6a = _mm512_load_si512(t.level[6]), l6b = _mm512_load_si512(t.level[6] + 32);
-  const __m512i l7a = _mm512_load_si512(t.level[7]), l7b = _mm512_load_si512(t.level[7] + 32);
-  const __m512i l7c = _mm512_load_si512(t.level[7] + 64), l7d = _mm512_load_si512(t.level[7] + 96);
+  Pivots p;
+  p.first = _mm512_set1_epi16(static_cast<int16_t>(t.level[0][0]));
+  for (int l = 1; l < 6; ++l) p.small[l - 1] = _mm512_load_si512(t.level[l]);
+  for (int r = 0; r < 2; ++r) p.l6[r] = _mm512_load_si512(t.level[6] + 32 * r);
+  for (int r = 0; r < 4; ++r) p.l7[r] = _mm512_load_si512(t.level[7] + 32 * r);
   int64_t i = 0;
+  for (; i + 64 <= n; i += 64) {
+    const __m512i a = search(p, _mm512_loadu_si512(point + i));
+    const __m512i b = search(p, _mm512_loadu_si512(point + i + 32));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), _mm512_cvtepi16_epi8(a));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i + 32), _mm512_cvtepi16_epi8(b));
+  }
   for (; i + 32 <= n; i += 32) {
-    const __m512i k = _mm512_loadu_si512(point + i);
-    __m512i j = _mm512_maskz_mov_epi16(_mm512_cmple_epu16_mask(pivot0, k), one);
-    for (int l = 1; l < 8; ++l) {  // unrolled by the compiler: l is known in each copy
-      __m512i pivot;
-      if (l < 6)
-        pivot = _mm512_permutexvar_epi16(j, small[l - 1]);
-      else if (l == 6)
-        pivot = _mm512_permutex2var_epi16(l6a, j, l6b);
-      else
-        pivot = _mm512_mask_blend_epi16(_mm512_test_epi16_mask(j, bit6),
-                                        _mm512_permutex2var_epi16(l7a, j, l7b),
-                                        _mm512_permutex2var_epi16(l7c, j, l7d));
-      const __mmask32 at_or_above = _mm512_cmple_epu16_mask(pivot, k);
-      j = _mm512_add_epi16(j, j);
-      j = _mm512_mask_add_epi16(j, at_or_above, j, one);
-    }
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), _mm512_cvtepi16_epi8(j));
+    const __m512i a = search(p, _mm512_loadu_si512(point + i));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), _mm512_cvtepi16_epi8(a));
   }
   steps_plain(point, t.table, out, n, i);
 }

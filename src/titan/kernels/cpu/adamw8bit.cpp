@@ -28,6 +28,7 @@ namespace titan::kernels::cpu {
 namespace {
 
 constexpr int64_t kChunk = kAdamW8bitChunkBlocks * kQuantBlock;
+constexpr int64_t kAheadBlocks = 2;
 
 // A thread's working set for one chunk: the updated states, sqrt(v), the grid points of both
 // states, and float32 copies of a bfloat16 parameter and gradient.
@@ -170,13 +171,6 @@ void step_blocks(T* param, const T* grad, uint8_t* codes_m, float* absmax_m, uin
     const int64_t chunk_end = std::min(end_block, chunk + kAdamW8bitChunkBlocks);
     const int64_t begin = chunk * kQuantBlock, end = std::min(n, chunk_end * kQuantBlock);
     const int64_t size = end - begin;
-    // The same arrays two chunks ahead, asked for a part before each pass (a burst of more
-    // lines than the core's fill buffers would stall it), or this chunk's again at the end.
-    const int64_t ahead =
-        chunk + 2 * kAdamW8bitChunkBlocks < end_block ? begin + 2 * kChunk : begin;
-    const int64_t ahead_size = std::min(n - ahead, kChunk);
-    prefetch(codes_m + ahead, ahead_size);
-    prefetch(codes_v + ahead, ahead_size);
     const float* g = nullptr;
     float* p = nullptr;
     if constexpr (kFloat32) {
@@ -188,21 +182,34 @@ void step_blocks(T* param, const T* grad, uint8_t* codes_m, float* absmax_m, uin
       g = scratch.g.data();
       p = scratch.p.data();
     }
-    vec::look_up_floats(codes_m + begin, map_m, scratch.m.data(), size);
-    vec::look_up_floats(codes_v + begin, map_v, scratch.v.data(), size);
-    prefetch(grad + ahead, ahead_size * static_cast<int64_t>(sizeof(T)));
+    // Each pass asks, block by block, for its arrays' lines kAheadBlocks blocks on (or this
+    // block's again near the end): a few lines at a time, as a burst of more lines than the
+    // core's fill buffers would stall it.
+    auto ahead = [&](int64_t block) {
+      return std::min(block + kAheadBlocks < end_block ? block + kAheadBlocks : block,
+                      end_block - 1) *
+             kQuantBlock;
+    };
+    auto ahead_size = [&](int64_t at) { return std::min(n - at, kQuantBlock); };
     for (int64_t b = chunk; b < chunk_end; ++b) {
       const int64_t at = b * kQuantBlock - begin,
                     count = std::min(kQuantBlock, n - b * kQuantBlock);
+      const int64_t next = ahead(b);
+      prefetch(codes_m + next, ahead_size(next));
+      prefetch(codes_v + next, ahead_size(next));
+      vec::look_up_floats(codes_m + begin + at, map_m, scratch.m.data() + at, count);
+      vec::look_up_floats(codes_v + begin + at, map_v, scratch.v.data() + at, count);
+      prefetch(grad + next, ahead_size(next) * static_cast<int64_t>(sizeof(T)));
       update_moments(g + at, absmax_m[b], absmax_v[b], s.beta1, s.one_minus_beta1, s.beta2,
                      s.one_minus_beta2, scratch.m.data() + at, scratch.v.data() + at, count,
                      &absmax_m[b], &absmax_v[b]);
     }
-    prefetch(param + ahead, ahead_size * static_cast<int64_t>(sizeof(T)));
     aten_sqrt(scratch.v.data(), scratch.root.data(), size);
     for (int64_t b = chunk; b < chunk_end; ++b) {
       const int64_t at = b * kQuantBlock - begin,
                     count = std::min(kQuantBlock, n - b * kQuantBlock);
+      const int64_t next = ahead(b);
+      prefetch(param + next, ahead_size(next) * static_cast<int64_t>(sizeof(T)));
       update_parameter(p + at, scratch.m.data() + at, scratch.v.data() + at,
                        scratch.root.data() + at, 1.0f / absmax_m[b], 1.0f / absmax_v[b], s.decay,
                        s.step_size, s.bias_correction2_sqrt, s.eps, scratch.point_m.data() + at,

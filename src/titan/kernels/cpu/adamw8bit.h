@@ -4,8 +4,8 @@
 // float32 and take each block's new absmax; (2) ATen's float32 sqrt of the chunk's second
 // moments (the very function bitsandbytes calls, so the parameter is the same to the bit);
 // (3) update and write the parameter and quantise both states. The passes reach DRAM in bursts,
-// so each chunk asks in advance for the lines of the chunk two ahead. Blocks are independent,
-// so the result does not depend on the number of threads.
+// so each asks in advance for its lines two blocks ahead. Blocks are independent, so the result
+// does not depend on the number of threads.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -14,7 +14,7 @@
 
 namespace titan::kernels::cpu {
 
-// One block a chunk: the fastest of 1, 2, 8 and 32 (bench/optimizer_step_bench.cpp), its
+// One block a chunk: the fastest of 1, 2, 4 and 8 (bench/optimizer_step_bench.cpp), its
 // working set smallest; a thread takes at least kAdamW8bitGrainBlocks blocks.
 inline constexpr int64_t kAdamW8bitChunkBlocks = 1;
 inline constexpr int64_t kAdamW8bitGrainBlocks = 32;

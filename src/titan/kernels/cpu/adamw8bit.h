@@ -14,7 +14,7 @@
 
 namespace titan::kernels::cpu {
 
-// One block a chunk: the fastest of 1, 2, 4 and 8 (bench/optimizer_step_bench.cpp), its
+// One block a chunk: as fast as 2 and faster than 4 or 8 (bench/optimizer_step_bench.cpp), its
 // working set smallest; a thread takes at least kAdamW8bitGrainBlocks blocks.
 inline constexpr int64_t kAdamW8bitChunkBlocks = 1;
 inline constexpr int64_t kAdamW8bitGrainBlocks = 32;

@@ -81,7 +81,7 @@ def main():
     if args.write_results:
         results = REPO / "bench" / "RESULTS.md"
         heading = "## AdamW8bit optimizer step on the CPU (`adamw8bit_step.py`"
-        section = f"{heading}, {datetime.date.today()})\n\n{text}\n"
+        section = f"{heading}, {datetime.date.today()})\n\n{text}\n\n"
         body = results.read_text()
         start = body.find(heading)
         if start >= 0:

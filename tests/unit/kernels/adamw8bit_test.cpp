@@ -12,6 +12,7 @@
 
 #include "titan/kernels/adamw8bit.h"
 #include "titan/kernels/blockwise_8bit.h"
+#include "titan/kernels/cpu/table_lookup.h"
 #include "titan/kernels/dynamic_map.h"
 
 namespace titan::kernels {
@@ -136,6 +137,29 @@ TEST(Blockwise8bit, TheTableTakesEveryGridPointToANeighbouringCode) {
         ASSERT_GE(0.5f * (code[c] + code[c + 1]), point) << k;
       }
     }
+  }
+}
+
+// The fused kernel's look-ups (register tables on AVX-512, kernels/cpu/table_lookup.h) against
+// the tables themselves, on every code and every grid point, with a ragged tail.
+TEST(Blockwise8bit, VectorLookUpsEqualTheTables) {
+  for (const bool is_signed : {true, false}) {
+    const float* map = dynamic_map(is_signed).const_data_ptr<float>();
+    const cpu::vec::FloatMap float_map(map);
+    std::vector<uint8_t> codes(256 * 3 + 5);
+    for (size_t i = 0; i < codes.size(); ++i) codes[i] = static_cast<uint8_t>(i * 7 + i / 256);
+    std::vector<float> values(codes.size());
+    cpu::vec::look_up_floats(codes.data(), float_map, values.data(),
+                             static_cast<int64_t>(codes.size()));
+    for (size_t i = 0; i < codes.size(); ++i) ASSERT_EQ(values[i], map[codes[i]]) << i;
+
+    const auto& table = quantize_table(is_signed);
+    const cpu::vec::StepTable steps(table);
+    std::vector<uint16_t> points(65536 + 7);
+    for (size_t k = 0; k < points.size(); ++k) points[k] = static_cast<uint16_t>(k * 40503u);
+    std::vector<uint8_t> out(points.size());
+    cpu::vec::look_up_steps(points.data(), steps, out.data(), static_cast<int64_t>(points.size()));
+    for (size_t k = 0; k < points.size(); ++k) ASSERT_EQ(out[k], table[points[k]]) << points[k];
   }
 }
 

@@ -28,12 +28,13 @@ namespace titan::kernels::cpu {
 namespace {
 
 constexpr int64_t kChunk = kAdamW8bitChunkBlocks * kQuantBlock;
+constexpr int64_t kAheadBlocks = 2;
 
 // A thread's working set for one chunk: the updated states, sqrt(v), the grid points of both
 // states, and float32 copies of a bfloat16 parameter and gradient.
 struct Scratch {
   std::vector<float> m, v, root, p, g;
-  std::vector<uint32_t> point_m, point_v;
+  std::vector<uint16_t> point_m, point_v;
   Scratch()
       : m(kChunk),
         v(kChunk),
@@ -92,38 +93,36 @@ void update_moments(const float* g, float absmax_m, float absmax_v, float beta1,
 TITAN_VECTOR_CLONES
 void update_parameter(float* p, const float* m, const float* v, const float* root, float inverse_m,
                       float inverse_v, float decay, float step_size, float bias_correction2_sqrt,
-                      float eps, uint32_t* point_m, uint32_t* point_v, int64_t count) {
+                      float eps, uint16_t* point_m, uint16_t* point_v, int64_t count) {
   for (int64_t i = 0; i < count; ++i) {
     const float denom = root[i] / bias_correction2_sqrt + eps;
     p[i] = p[i] * decay + (step_size * m[i]) / denom;
-    point_m[i] = quantize_grid_point(m[i] * inverse_m);
-    point_v[i] = quantize_grid_point(v[i] * inverse_v);
+    point_m[i] = static_cast<uint16_t>(quantize_grid_point(m[i] * inverse_m));
+    point_v[i] = static_cast<uint16_t>(quantize_grid_point(v[i] * inverse_v));
   }
 }
 
-// The quantisation tables with room for the gathers to read past their last entry
-// (table_lookup.h).
-struct PaddedTable {
-  uint8_t bytes[65536 + vec::kTablePadding] = {};
-  explicit PaddedTable(bool is_signed) {
-    const auto& table = quantize_table(is_signed);
-    std::memcpy(bytes, table.data(), table.size());
-  }
-};
+// Both maps and quantisation tables in the look-ups' layouts (table_lookup.h), built once.
+const vec::FloatMap& float_map(bool is_signed) {
+  static const vec::FloatMap signed_map(dynamic_map(true).const_data_ptr<float>()),
+      unsigned_map(dynamic_map(false).const_data_ptr<float>());
+  return is_signed ? signed_map : unsigned_map;
+}
 
-const uint8_t* padded_table(bool is_signed) {
-  static const PaddedTable signed_table(true), unsigned_table(false);
-  return (is_signed ? signed_table : unsigned_table).bytes;
+const vec::StepTable& step_table(bool is_signed) {
+  static const vec::StepTable signed_table(quantize_table(true)),
+      unsigned_table(quantize_table(false));
+  return is_signed ? signed_table : unsigned_table;
 }
 
 // The codes of one block from its grid points.
-void look_up(const uint32_t* point, const uint8_t* table, float absmax, uint8_t* codes,
+void look_up(const uint16_t* point, const vec::StepTable& table, float absmax, uint8_t* codes,
              int64_t count) {
   if (absmax == 0.0f) {  // a block of zeros is index 0 (1 / 0 would make NaN points)
     std::memset(codes, 0, static_cast<size_t>(count));
     return;
   }
-  vec::look_up_bytes(point, table, codes, count);
+  vec::look_up_steps(point, table, codes, count);
 }
 
 }  // namespace
@@ -149,15 +148,24 @@ void aten_sqrt(float* v, float* out, int64_t n) {
   at::sqrt_out(result, in);
 }
 
+// Asks for `bytes` from `begin` to be brought into the cache ahead of their use. The passes
+// below touch each array in bursts (the gradient only in pass 1, the parameter only in pass 3),
+// so the hardware prefetchers, which follow the misses they see, fall behind and each pass would
+// wait on DRAM in turn.
+void prefetch(const void* begin, int64_t bytes) {
+  const char* p = static_cast<const char*>(begin);
+  for (int64_t at = 0; at < bytes; at += 64) __builtin_prefetch(p + at);
+}
+
 template <typename T>
 void step_blocks(T* param, const T* grad, uint8_t* codes_m, float* absmax_m, uint8_t* codes_v,
                  float* absmax_v, int64_t n, int64_t first_block, int64_t end_block,
                  const AdamW8bitFloats& s) {
   constexpr bool kFloat32 = std::is_same_v<T, float>;
-  const float* map_m = dynamic_map(true).const_data_ptr<float>();
-  const float* map_v = dynamic_map(false).const_data_ptr<float>();
-  const uint8_t* table_m = padded_table(true);
-  const uint8_t* table_v = padded_table(false);
+  const vec::FloatMap& map_m = float_map(true);
+  const vec::FloatMap& map_v = float_map(false);
+  const vec::StepTable& table_m = step_table(true);
+  const vec::StepTable& table_v = step_table(false);
   Scratch scratch;
   for (int64_t chunk = first_block; chunk < end_block; chunk += kAdamW8bitChunkBlocks) {
     const int64_t chunk_end = std::min(end_block, chunk + kAdamW8bitChunkBlocks);
@@ -174,11 +182,24 @@ void step_blocks(T* param, const T* grad, uint8_t* codes_m, float* absmax_m, uin
       g = scratch.g.data();
       p = scratch.p.data();
     }
-    vec::look_up_floats(codes_m + begin, map_m, scratch.m.data(), size);
-    vec::look_up_floats(codes_v + begin, map_v, scratch.v.data(), size);
+    // Each pass asks, block by block, for its arrays' lines kAheadBlocks blocks on (or this
+    // block's again near the end): a few lines at a time, as a burst of more lines than the
+    // core's fill buffers would stall it.
+    auto ahead = [&](int64_t block) {
+      return std::min(block + kAheadBlocks < end_block ? block + kAheadBlocks : block,
+                      end_block - 1) *
+             kQuantBlock;
+    };
+    auto ahead_size = [&](int64_t at) { return std::min(n - at, kQuantBlock); };
     for (int64_t b = chunk; b < chunk_end; ++b) {
       const int64_t at = b * kQuantBlock - begin,
                     count = std::min(kQuantBlock, n - b * kQuantBlock);
+      const int64_t next = ahead(b);
+      prefetch(codes_m + next, ahead_size(next));
+      prefetch(codes_v + next, ahead_size(next));
+      vec::look_up_floats(codes_m + begin + at, map_m, scratch.m.data() + at, count);
+      vec::look_up_floats(codes_v + begin + at, map_v, scratch.v.data() + at, count);
+      prefetch(grad + next, ahead_size(next) * static_cast<int64_t>(sizeof(T)));
       update_moments(g + at, absmax_m[b], absmax_v[b], s.beta1, s.one_minus_beta1, s.beta2,
                      s.one_minus_beta2, scratch.m.data() + at, scratch.v.data() + at, count,
                      &absmax_m[b], &absmax_v[b]);
@@ -187,6 +208,8 @@ void step_blocks(T* param, const T* grad, uint8_t* codes_m, float* absmax_m, uin
     for (int64_t b = chunk; b < chunk_end; ++b) {
       const int64_t at = b * kQuantBlock - begin,
                     count = std::min(kQuantBlock, n - b * kQuantBlock);
+      const int64_t next = ahead(b);
+      prefetch(param + next, ahead_size(next) * static_cast<int64_t>(sizeof(T)));
       update_parameter(p + at, scratch.m.data() + at, scratch.v.data() + at,
                        scratch.root.data() + at, 1.0f / absmax_m[b], 1.0f / absmax_v[b], s.decay,
                        s.step_size, s.bias_correction2_sqrt, s.eps, scratch.point_m.data() + at,
@@ -211,11 +234,11 @@ void adamw8bit_step(at::Tensor& param, const at::Tensor& grad, BlockwiseQuantize
   float* absmax_v = exp_avg_sq.absmax.mutable_data_ptr<float>();
   // Built before the threads start (function-local statics).
   for (const bool is_signed : {true, false}) {
-    (void)dynamic_map(is_signed);
-    (void)padded_table(is_signed);
+    (void)float_map(is_signed);
+    (void)step_table(is_signed);
   }
   auto run = [&](auto* p, const auto* g) {
-    at::parallel_for(0, blocks, kAdamW8bitChunkBlocks, [&](int64_t first, int64_t end) {
+    at::parallel_for(0, blocks, kAdamW8bitGrainBlocks, [&](int64_t first, int64_t end) {
       step_blocks(p, g, codes_m, absmax_m, codes_v, absmax_v, n, first, end, s);
     });
   };

@@ -41,8 +41,7 @@ struct LoraAdd : public torch::autograd::Function<LoraAdd> {
                             const at::Tensor& a, const at::Tensor& b, double scale) {
     const auto dt = x.scalar_type();
     const int64_t tokens = x.numel() / std::max<int64_t>(x.size(-1), 1);
-    const bool serial =
-        tokens * a.size(0) * std::max(a.size(1), b.size(0)) <= kSerialMultiplyAdds;
+    const bool serial = tokens * a.size(0) * std::max(a.size(1), b.size(0)) <= kSerialMultiplyAdds;
     const SerialScope scope(serial);
     // The casts are the adapters' (r x in and out x r elements), kept for the backward as the
     // op-by-op term's linear ops keep them.

@@ -75,11 +75,16 @@ def self_time_table(trace_path, top):
     """Markdown rows of the top ops by self time, and the GEMM share of the step."""
     table, step_ms, gemm_ms = cpu_step_profile(trace_path)
     rows = sorted(table.items(), key=lambda kv: -kv[1][0])[:top]
+    # The op calls of the step: on a loaded machine each parallel region can wait a scheduler
+    # time slice for its other threads, so the count matters as well as the work.
+    ops = sum(n for _, _, n in table.values())
     lines = [f"step {step_ms:.0f} ms, GEMMs {gemm_ms:.0f} ms = {100 * gemm_ms / step_ms:.1f}% "
-             f"of the step", "", "| CPU op | self ms | inclusive ms | calls | self share |",
-             "|---|---|---|---|---|"]
+             f"of the step, {ops} op calls", "",
+             "| CPU op | self ms | inclusive ms | calls | self ms per call | self share |",
+             "|---|---|---|---|---|---|"]
     for name, (s, inc, n) in rows:
-        lines.append(f"| {name[:80]} | {s:.1f} | {inc:.1f} | {n} | {100 * s / step_ms:.1f}% |")
+        lines.append(f"| {name[:80]} | {s:.1f} | {inc:.1f} | {n} | {s / max(n, 1):.2f} | "
+                     f"{100 * s / step_ms:.1f}% |")
     return "\n".join(lines), step_ms, gemm_ms
 
 

@@ -7,7 +7,9 @@ modules that read it just before they run. Nothing here knows a model family: it
 AutoConfig, AutoModelForCausalLM and the standard decoder attributes (get_decoder(), .layers,
 get_input_embeddings(), get_output_embeddings()).
 """
+import contextlib
 import json
+import pathlib
 
 import torch
 import transformers
@@ -48,13 +50,29 @@ def make_config(source_dir, model_type, overrides, attn_implementation, experts_
     return config
 
 
-def build(config, pretrained_dir, seed, device, dtype):
-    """AutoModelForCausalLM from pretrained weights or freshly initialised (seeded)."""
+def build(config, pretrained_dir, seed, device, dtype, shares_only=False):
+    """AutoModelForCausalLM from pretrained weights or freshly initialised (seeded).
+
+    With `shares_only` (tensor, pipeline or expert parallelism, which keep a share of each
+    rank's model) a pretrained model is built as shapes: its parameters on the meta device, its
+    buffers real, and model._titan_weights_dir names the checkpoint titan reads each rank's share
+    from (pretrained_shares.h). That needs a checkpoint holding the parameters under their own
+    names and shapes; one that Transformers converts while loading (per-expert MoE tensors it
+    fuses) is loaded whole, as without parallelism."""
     kwargs = {"dtype": getattr(torch, dtype)}
     if config._attn_implementation:
         kwargs["attn_implementation"] = config._attn_implementation
+    model = None
     try:
-        if pretrained_dir:
+        if pretrained_dir and shares_only:
+            with _parameters_on_meta():
+                shapes = transformers.AutoModelForCausalLM.from_config(config, **kwargs)
+            if checkpoint_holds_parameters(shapes, pretrained_dir):
+                model = shapes
+                model._titan_weights_dir = pretrained_dir
+        if model is not None:
+            pass
+        elif pretrained_dir:
             model = transformers.AutoModelForCausalLM.from_pretrained(pretrained_dir, config=config,
                                                                       **kwargs)
         else:
@@ -65,7 +83,14 @@ def build(config, pretrained_dir, seed, device, dtype):
             raise ValueError(f"model_type '{config.model_type}' is not a causal language model: "
                              "AutoModelForCausalLM cannot build it") from None
         raise
-    model.to(device=torch.device(device))
+    if hasattr(model, "_titan_weights_dir"):
+        for module in model.modules():
+            for key, buffer in module._buffers.items():
+                if buffer is not None:
+                    module._buffers[key] = buffer.to(torch.device(device))
+    else:
+        model.to(device=torch.device(device))
+    model._titan_device = torch.device(device)
     model.train()
     titan_families.check_balancing(model)
     # titan applies the head in its loss: a family's constant factor on the logits (Granite's
@@ -74,6 +99,60 @@ def build(config, pretrained_dir, seed, device, dtype):
     # What save_pretrained records, so that exports name their class.
     model.config.architectures = [type(model).__name__]
     return model
+
+
+@contextlib.contextmanager
+def _parameters_on_meta():
+    """Every parameter a module registers goes to the meta device (no storage; its
+    initialisation does nothing), while buffers (rotary frequencies) are made as usual."""
+    register = torch.nn.Module.register_parameter
+
+    def on_meta(module, name, param):
+        register(module, name, param)
+        # (One already on the meta device is kept as it is: tying shares that very parameter.)
+        if param is not None and not param.is_meta:
+            held = module._parameters[name]
+            module._parameters[name] = type(held)(held.to("meta"), held.requires_grad)
+
+    torch.nn.Module.register_parameter = on_meta
+    try:
+        yield
+    finally:
+        torch.nn.Module.register_parameter = register
+
+
+def checkpoint_tensors(pretrained_dir):
+    """{name: shape} of the safetensors checkpoint in `pretrained_dir` (its headers only), or
+    None when there is none."""
+    from safetensors import safe_open
+
+    root = pathlib.Path(pretrained_dir)
+    index = root / "model.safetensors.index.json"
+    if index.exists():
+        files = sorted(set(json.loads(index.read_text())["weight_map"].values()))
+    elif (root / "model.safetensors").exists():
+        files = ["model.safetensors"]
+    else:
+        return None
+    shapes = {}
+    for file in files:
+        with safe_open(str(root / file), framework="pt") as f:
+            for key in f.keys():
+                shapes[key] = list(f.get_slice(key).get_shape())
+    return shapes
+
+
+def checkpoint_holds_parameters(model, pretrained_dir):
+    """Whether the checkpoint holds every parameter of `model` under its own name and shape,
+    and nothing else but tied copies (lm_head.weight of a tied model): then reading it tensor by
+    tensor gives what from_pretrained loads."""
+    stored = checkpoint_tensors(pretrained_dir)
+    if stored is None:
+        return False
+    params = {name: list(p.shape) for name, p in model.named_parameters()}
+    tied = set(getattr(model, "all_tied_weights_keys", None) or {})
+    return (all(stored.get(name) == shape for name, shape in params.items()) and
+            all(key in params or key in tied for key in stored))
 
 
 def structure(model):
@@ -102,9 +181,11 @@ def take_parameters(model):
             module._parameters.pop(attr, None)
     # Transformers asks a model for its dtype and device through its parameters: one frozen
     # scalar answers for them (it is not trained, exported or checkpointed).
+    # (A model built as shapes answers with the device its shares will be on.)
     anchor = taken[0][1] if taken else torch.zeros(())
+    device = getattr(model, "_titan_device", anchor.device)
     model.register_parameter("_titan_anchor", torch.nn.Parameter(
-        torch.zeros((), dtype=anchor.dtype, device=anchor.device), requires_grad=False))
+        torch.zeros((), dtype=anchor.dtype, device=device), requires_grad=False))
     return taken
 
 

@@ -4,8 +4,8 @@
 // slot first becomes a view of the memory-mapped safetensors file (nothing is read yet);
 // tensor and expert parallelism then keep this rank's piece of it, as they keep a piece of any
 // tensor (only those values are read, into the piece); own() gives every other slot its own
-// memory, and every slot the dtype and device it was materialised with. A pipeline stage holds only its own slots, so it
-// reads only those.
+// memory, and every slot the dtype and device it was materialised with. A pipeline stage holds
+// only its own slots, so it reads only those.
 #pragma once
 
 #include <ATen/ATen.h>

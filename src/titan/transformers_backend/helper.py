@@ -10,6 +10,7 @@ get_input_embeddings(), get_output_embeddings()).
 import contextlib
 import json
 import pathlib
+import re
 
 import torch
 import transformers
@@ -56,9 +57,9 @@ def build(config, pretrained_dir, seed, device, dtype, shares_only=False):
     With `shares_only` (tensor, pipeline or expert parallelism, which keep a share of each
     rank's model) a pretrained model is built as shapes: its parameters on the meta device, its
     buffers real, and model._titan_weights_dir names the checkpoint titan reads each rank's share
-    from (pretrained_shares.h). That needs a checkpoint holding the parameters under their own
-    names and shapes; one that Transformers converts while loading (per-expert MoE tensors it
-    fuses) is loaded whole, as without parallelism."""
+    from, and model._titan_weights_plan where each parameter is in it (checkpoint_plan). A
+    checkpoint that Transformers converts in other ways while loading is loaded whole, as
+    without parallelism."""
     kwargs = {"dtype": getattr(torch, dtype)}
     if config._attn_implementation:
         kwargs["attn_implementation"] = config._attn_implementation
@@ -67,9 +68,11 @@ def build(config, pretrained_dir, seed, device, dtype, shares_only=False):
         if pretrained_dir and shares_only:
             with _parameters_on_meta():
                 shapes = transformers.AutoModelForCausalLM.from_config(config, **kwargs)
-            if checkpoint_holds_parameters(shapes, pretrained_dir):
+            plan = checkpoint_plan(shapes, pretrained_dir)
+            if plan is not None:
                 model = shapes
                 model._titan_weights_dir = pretrained_dir
+                model._titan_weights_plan = plan
         if model is not None:
             pass
         elif pretrained_dir:
@@ -142,17 +145,72 @@ def checkpoint_tensors(pretrained_dir):
     return shapes
 
 
-def checkpoint_holds_parameters(model, pretrained_dir):
-    """Whether the checkpoint holds every parameter of `model` under its own name and shape,
-    and nothing else but tied copies (lm_head.weight of a tied model): then reading it tensor by
-    tensor gives what from_pretrained loads."""
+def checkpoint_plan(model, pretrained_dir):
+    """Where each parameter of `model` is in the checkpoint, when reading it tensor by tensor
+    gives what from_pretrained loads: {name: checkpoint key, or ([[key of each source] for
+    each expert], dim) for an expert stack that Transformers' conversion mapping merges from
+    per-expert tensors (stacked on dim 0, the sources of an expert concatenated on `dim` of
+    theirs)}. None when the checkpoint holds anything else (but tied copies) or when the mapping
+    does more than rename keys and merge expert stacks."""
     stored = checkpoint_tensors(pretrained_dir)
     if stored is None:
-        return False
+        return None
+    from transformers.conversion_mapping import get_checkpoint_conversion_mapping
+    from transformers.core_model_loading import (Concatenate, MergeModulelist, WeightConverter,
+                                                 WeightRenaming)
+
+    transforms = get_checkpoint_conversion_mapping(model.config.model_type) or []
+    renamed = {}  # the name Transformers gives each stored key -> (key, shape)
+    for key, shape in stored.items():
+        name = key
+        for t in transforms:
+            if isinstance(t, WeightRenaming):
+                for source, target in zip(t._original_source_patterns, t._original_target_patterns):
+                    name = re.sub(source, target, name)
+        renamed[name] = (key, shape)
     params = {name: list(p.shape) for name, p in model.named_parameters()}
+    plan, used = {}, set()
+    for t in transforms:
+        if not isinstance(t, WeightConverter):
+            continue
+        ops = t.operations
+        merges = isinstance(ops[0], MergeModulelist) and ops[0].dim == 0 and (
+            len(ops) == 1 or (len(ops) == 2 and isinstance(ops[1], Concatenate) and ops[1].dim > 0))
+        patterns = [re.compile(re.escape(p).replace(r"\*", r"(\d+)") + "$")
+                    for p in t._original_source_patterns]
+        found = {}  # target parameter -> {source index: {expert: name}}
+        for name in renamed:
+            for i, pattern in enumerate(patterns):
+                if m := pattern.search(name):
+                    target = name[:m.start()] + t._original_target_patterns[0]
+                    found.setdefault(target, {}).setdefault(i, {})[int(m.group(1))] = name
+        for target, sources in found.items():
+            if not merges or len(t._original_target_patterns) != 1 or target not in params:
+                return None
+            experts, dim = params[target][0], (ops[1].dim - 1 if len(ops) == 2 else 0)
+            if sorted(sources) != list(range(len(patterns))) or any(
+                    sorted(by_expert) != list(range(experts)) for by_expert in sources.values()):
+                return None
+            names = [[sources[i][e] for i in range(len(patterns))] for e in range(experts)]
+            shape = list(renamed[names[0][0]][1])
+            shape[dim] = sum(renamed[n][1][dim] for n in names[0])
+            if [experts] + shape != params[target] or any(
+                    [renamed[n][1] for n in row] != [renamed[n][1] for n in names[0]]
+                    for row in names):
+                return None
+            plan[target] = ([[renamed[n][0] for n in row] for row in names], dim)
+            used.update(n for row in names for n in row)
+    for name, shape in params.items():
+        if name in plan:
+            continue
+        if name not in renamed or list(renamed[name][1]) != shape:
+            return None
+        plan[name] = renamed[name][0]
+        used.add(name)
     tied = set(getattr(model, "all_tied_weights_keys", None) or {})
-    return (all(stored.get(name) == shape for name, shape in params.items()) and
-            all(key in params or key in tied for key in stored))
+    if any(name not in used and name not in tied for name in renamed):
+        return None
+    return plan
 
 
 def structure(model):

@@ -229,10 +229,10 @@ void parallelize(models::Model& model, const config::TrainerConfig& cfg,
   // torchtitan's order: tensor parallelism, expert parallelism, context parallelism's
   // attention, activation checkpointing, FSDP. A model built as shapes reads its checkpoint
   // around the first two, each rank its own share.
-  PretrainedShares shares(hf);
+  PretrainedShares shares(hf, parallel);
   apply_tensor_parallel(hf, cfg, parallel);
   const std::vector<std::string> stacks = apply_expert_parallel(hf, parallel);
-  shares.own();
+  shares.own(stacks);
   if (parallel.degree("cp") > 1) apply_context_parallel(hf, parallel, cfg.training.seq_len);
   models::apply_activation_checkpointing(model.blocks(), cfg.activation_checkpoint);
   if (!parallel.data_parallel()) return;

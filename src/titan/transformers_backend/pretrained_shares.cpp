@@ -39,8 +39,7 @@ PretrainedShares::PretrainedShares(TransformersModel& model, models::ParallelCon
       TITAN_CHECK(it != plan.end(), model.weights_dir(), ": no tensor for ", name);
       Kept kept{slot.options(), slot.requires_grad()};
       if (const auto* stack = std::get_if<Stack>(&it->second)) {
-        fill_experts(name, *stack, slot);
-        kept.some_experts = expert_ranks_ > 1;
+        kept.some_experts = fill_experts(name, *stack, slot);
       } else {
         const at::Tensor view = files_->tensor(std::get<std::string>(it->second));
         TITAN_CHECK(view.sizes() == slot.sizes(), model.weights_dir(), ": ", name, " has shape ",
@@ -53,15 +52,16 @@ PretrainedShares::PretrainedShares(TransformersModel& model, models::ParallelCon
     });
 }
 
-void PretrainedShares::fill_experts(const std::string& name, const Stack& stack, at::Tensor& slot) {
+bool PretrainedShares::fill_experts(const std::string& name, const Stack& stack, at::Tensor& slot) {
   const auto experts = static_cast<int64_t>(stack.keys.size());
-  TITAN_CHECK(slot.dim() >= 1 && slot.size(0) == experts && experts % expert_ranks_ == 0,
-              model_.weights_dir(), ": ", experts, " experts for ", name, " of shape ",
-              slot.sizes());
-  // Expert parallelism keeps experts [first, end) here (an even split on dim 0); the other
-  // rows of the slot's storage are never touched.
-  const int64_t per_rank = experts / expert_ranks_;
-  const int64_t first = expert_rank_ * per_rank;
+  TITAN_CHECK(slot.dim() >= 1 && slot.size(0) == experts, model_.weights_dir(), ": ", experts,
+              " experts for ", name, " of shape ", slot.sizes());
+  // Expert parallelism keeps experts [first, first + per_rank) here (an even split on dim 0);
+  // the other rows of the slot's storage are never touched. (Experts that ep does not divide
+  // are all read: expert parallelism refuses them next.)
+  const bool split = expert_ranks_ > 1 && experts % expert_ranks_ == 0;
+  const int64_t per_rank = split ? experts / expert_ranks_ : experts;
+  const int64_t first = split ? expert_rank_ * per_rank : 0;
   for (int64_t e = first; e < first + per_rank; ++e) {
     int64_t offset = 0;
     for (const std::string& key : stack.keys[e]) {
@@ -73,6 +73,7 @@ void PretrainedShares::fill_experts(const std::string& name, const Stack& stack,
     TITAN_CHECK(offset == slot.size(stack.dim + 1), model_.weights_dir(), ": the sources of ", name,
                 " fill ", offset, " of its ", slot.size(stack.dim + 1), " rows");
   }
+  return split;
 }
 
 void PretrainedShares::own(const std::vector<std::string>& expert_stacks) {

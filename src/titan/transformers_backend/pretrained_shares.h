@@ -38,7 +38,8 @@ class PretrainedShares {
     std::vector<std::vector<std::string>> keys;
     int64_t dim = 0;
   };
-  void fill_experts(const std::string& name, const Stack& stack, at::Tensor& slot);
+  // Returns whether it read this rank's experts only (expert parallelism splits them).
+  bool fill_experts(const std::string& name, const Stack& stack, at::Tensor& slot);
 
   TransformersModel& model_;
   std::optional<checkpoint::SafetensorsDirectory> files_;

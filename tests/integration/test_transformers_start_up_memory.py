@@ -107,5 +107,4 @@ def test_each_rank_holds_its_share_of_the_model_at_start_up(baseline, small_corp
     assert "each rank loads the whole model" not in text
     for rank in (0, 1):
         held = peaks[rank] - baseline[rank]
-        print("HELD", rank, baseline[rank] / 2**20, peaks[rank] / 2**20, held / 2**20, whole / 2**20)
         assert held < 0.8 * whole, (rank, held / 2**20, whole / 2**20)

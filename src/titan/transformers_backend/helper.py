@@ -66,19 +66,11 @@ def build(config, pretrained_dir, seed, device, dtype, shares_only=False):
     model = None
     try:
         if pretrained_dir and shares_only:
-            with _parameters_on_meta():
-                shapes = transformers.AutoModelForCausalLM.from_config(config, **kwargs)
-            plan = checkpoint_plan(shapes, pretrained_dir)
-            if plan is not None:
-                model = shapes
-                model._titan_weights_dir = pretrained_dir
-                model._titan_weights_plan = plan
-        if model is not None:
-            pass
-        elif pretrained_dir:
+            model = _as_shapes(config, kwargs, pretrained_dir)
+        if model is None and pretrained_dir:
             model = transformers.AutoModelForCausalLM.from_pretrained(pretrained_dir, config=config,
                                                                       **kwargs)
-        else:
+        elif model is None:
             torch.manual_seed(seed)
             model = transformers.AutoModelForCausalLM.from_config(config, **kwargs)
     except ValueError as e:
@@ -101,6 +93,22 @@ def build(config, pretrained_dir, seed, device, dtype, shares_only=False):
     model._titan_logits_scale = titan_families.logits_scale(model)
     # What save_pretrained records, so that exports name their class.
     model.config.architectures = [type(model).__name__]
+    return model
+
+
+def _as_shapes(config, kwargs, pretrained_dir):
+    """The model with its parameters on the meta device and where each is in the checkpoint,
+    or None when the checkpoint cannot be read so (checkpoint_plan)."""
+    with _parameters_on_meta():
+        model = transformers.AutoModelForCausalLM.from_config(config, **kwargs)
+    try:
+        plan = checkpoint_plan(model, pretrained_dir)
+    except (ImportError, AttributeError):
+        plan = None  # a Transformers whose conversion mapping titan does not know how to read
+    if plan is None:
+        return None
+    model._titan_weights_dir = pretrained_dir
+    model._titan_weights_plan = plan
     return model
 
 

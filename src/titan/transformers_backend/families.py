@@ -6,30 +6,61 @@ forward does between its decoder's last hidden state and its logits has to be kn
 factor (Granite's logits_scaling divides the logits) is applied to the hidden state; anything
 else (soft-capping, a head bias) is refused.
 """
+import contextlib
 import sys
 
 import torch
+from transformers.modeling_outputs import MoeModelOutputWithPast
+
+
+@contextlib.contextmanager
+def _stand_ins(model):
+    """For a model built as shapes (parameters on the meta device): a small random head and a
+    decoder that returns a random hidden state, so that what the causal LM's forward does
+    between the two, which the probe is about, runs on real values."""
+    head, decoder = model.get_output_embeddings(), model.get_decoder()
+    weight = head._parameters["weight"]
+    gen = torch.Generator().manual_seed(0)
+    hidden = torch.randn(1, 6, weight.shape[1], generator=gen).to(weight.dtype)
+    head._parameters["weight"] = torch.nn.Parameter(
+        torch.randn(16, weight.shape[1], generator=gen).to(weight.dtype), requires_grad=False)
+    own_forward = decoder.__dict__.get("forward")
+    decoder.forward = lambda *args, **kwargs: MoeModelOutputWithPast(last_hidden_state=hidden)
+    try:
+        yield
+    finally:
+        head._parameters["weight"] = weight
+        if own_forward is None:
+            del decoder.forward
+        else:
+            decoder.forward = own_forward
 
 
 def logits_scale(model):
     """The constant c with model(ids).logits == c * lm_head(decoder(ids)), from one tiny forward
-    of the built model (parameters still in place). Raises when the logits are not a constant
-    multiple of the head's output."""
+    of the built model (parameters still in place; stand-ins for a model built as shapes).
+    Raises when the logits are not a constant multiple of the head's output."""
     head = model.get_output_embeddings()
     if getattr(head, "bias", None) is not None:
         raise ValueError(f"{type(model).__name__}: its head (lm_head) has a bias; titan applies "
                          "the head as a bias-free projection in its loss")
     was_training = model.training
     model.eval()
+    shapes = head.weight.is_meta
     try:
-        vocab = head.weight.shape[0]
-        ids = (torch.arange(6, device=head.weight.device) * 7 % vocab).unsqueeze(0)
-        with torch.no_grad():
-            logits = model(input_ids=ids, use_cache=False).logits.double()
-            hidden = model.get_decoder()(input_ids=ids, use_cache=False).last_hidden_state
-            plain = head(hidden).double()
+        with _stand_ins(model) if shapes else contextlib.nullcontext():
+            return _logits_scale(model, head)
     finally:
         model.train(was_training)
+
+
+def _logits_scale(model, head):
+    vocab = head.weight.shape[0]
+    ids = (torch.arange(6, device=head.weight.device) * 7 % vocab).unsqueeze(0)
+    with torch.no_grad():
+        logits = model(input_ids=ids, use_cache=False).logits.double()
+        hidden = model.get_decoder()(input_ids=ids, use_cache=False).last_hidden_state
+        plain = head(hidden).double()
     c = float((logits * plain).sum() / (plain * plain).sum())
     tolerance = 1e-3 if head.weight.dtype in (torch.bfloat16, torch.float16) else 1e-5
     if not torch.allclose(logits, c * plain, rtol=tolerance, atol=tolerance * plain.abs().max()):

@@ -7,7 +7,10 @@ modules that read it just before they run. Nothing here knows a model family: it
 AutoConfig, AutoModelForCausalLM and the standard decoder attributes (get_decoder(), .layers,
 get_input_embeddings(), get_output_embeddings()).
 """
+import contextlib
 import json
+import pathlib
+import re
 
 import torch
 import transformers
@@ -48,16 +51,26 @@ def make_config(source_dir, model_type, overrides, attn_implementation, experts_
     return config
 
 
-def build(config, pretrained_dir, seed, device, dtype):
-    """AutoModelForCausalLM from pretrained weights or freshly initialised (seeded)."""
+def build(config, pretrained_dir, seed, device, dtype, shares_only=False):
+    """AutoModelForCausalLM from pretrained weights or freshly initialised (seeded).
+
+    With `shares_only` (tensor, pipeline or expert parallelism, which keep a share of each
+    rank's model) a pretrained model is built as shapes: its parameters on the meta device, its
+    buffers real, and model._titan_weights_dir names the checkpoint titan reads each rank's share
+    from, and model._titan_weights_plan where each parameter is in it (checkpoint_plan). A
+    checkpoint that Transformers converts in other ways while loading is loaded whole, as
+    without parallelism."""
     kwargs = {"dtype": getattr(torch, dtype)}
     if config._attn_implementation:
         kwargs["attn_implementation"] = config._attn_implementation
+    model = None
     try:
-        if pretrained_dir:
+        if pretrained_dir and shares_only:
+            model = _as_shapes(config, kwargs, pretrained_dir)
+        if model is None and pretrained_dir:
             model = transformers.AutoModelForCausalLM.from_pretrained(pretrained_dir, config=config,
                                                                       **kwargs)
-        else:
+        elif model is None:
             torch.manual_seed(seed)
             model = transformers.AutoModelForCausalLM.from_config(config, **kwargs)
     except ValueError as e:
@@ -65,7 +78,14 @@ def build(config, pretrained_dir, seed, device, dtype):
             raise ValueError(f"model_type '{config.model_type}' is not a causal language model: "
                              "AutoModelForCausalLM cannot build it") from None
         raise
-    model.to(device=torch.device(device))
+    if hasattr(model, "_titan_weights_dir"):
+        for module in model.modules():
+            for key, buffer in module._buffers.items():
+                if buffer is not None:
+                    module._buffers[key] = buffer.to(torch.device(device))
+    else:
+        model.to(device=torch.device(device))
+    model._titan_device = torch.device(device)
     model.train()
     titan_families.check_balancing(model)
     # titan applies the head in its loss: a family's constant factor on the logits (Granite's
@@ -74,6 +94,131 @@ def build(config, pretrained_dir, seed, device, dtype):
     # What save_pretrained records, so that exports name their class.
     model.config.architectures = [type(model).__name__]
     return model
+
+
+def _as_shapes(config, kwargs, pretrained_dir):
+    """The model with its parameters on the meta device and where each is in the checkpoint,
+    or None when the checkpoint cannot be read so (checkpoint_plan)."""
+    with _parameters_on_meta():
+        model = transformers.AutoModelForCausalLM.from_config(config, **kwargs)
+    try:
+        plan = checkpoint_plan(model, pretrained_dir)
+    except (ImportError, AttributeError):
+        plan = None  # a Transformers whose conversion mapping titan does not know how to read
+    if plan is None:
+        return None
+    model._titan_weights_dir = pretrained_dir
+    model._titan_weights_plan = plan
+    return model
+
+
+@contextlib.contextmanager
+def _parameters_on_meta():
+    """Every parameter a module registers goes to the meta device (no storage; its
+    initialisation does nothing), while buffers (rotary frequencies) are made as usual."""
+    register = torch.nn.Module.register_parameter
+
+    def on_meta(module, name, param):
+        register(module, name, param)
+        # (One already on the meta device is kept as it is: tying shares that very parameter.)
+        if param is not None and not param.is_meta:
+            held = module._parameters[name]
+            module._parameters[name] = type(held)(held.to("meta"), held.requires_grad)
+
+    torch.nn.Module.register_parameter = on_meta
+    try:
+        yield
+    finally:
+        torch.nn.Module.register_parameter = register
+
+
+def checkpoint_tensors(pretrained_dir):
+    """{name: shape} of the safetensors checkpoint in `pretrained_dir` (its headers only), or
+    None when there is none."""
+    from safetensors import safe_open
+
+    root = pathlib.Path(pretrained_dir)
+    index = root / "model.safetensors.index.json"
+    if index.exists():
+        files = sorted(set(json.loads(index.read_text())["weight_map"].values()))
+    elif (root / "model.safetensors").exists():
+        files = ["model.safetensors"]
+    else:
+        return None
+    shapes = {}
+    for file in files:
+        with safe_open(str(root / file), framework="pt") as f:
+            for key in f.keys():
+                shapes[key] = list(f.get_slice(key).get_shape())
+    return shapes
+
+
+def checkpoint_plan(model, pretrained_dir):
+    """Where each parameter of `model` is in the checkpoint, when reading it tensor by tensor
+    gives what from_pretrained loads: {name: checkpoint key, or ([[key of each source] for
+    each expert], dim) for an expert stack that Transformers' conversion mapping merges from
+    per-expert tensors (stacked on dim 0, the sources of an expert concatenated on `dim` of
+    theirs)}. None when the checkpoint holds anything else (but tied copies) or when the mapping
+    does more than rename keys and merge expert stacks."""
+    stored = checkpoint_tensors(pretrained_dir)
+    if stored is None:
+        return None
+    from transformers.conversion_mapping import get_checkpoint_conversion_mapping
+    from transformers.core_model_loading import (Concatenate, MergeModulelist, WeightConverter,
+                                                 WeightRenaming)
+
+    transforms = get_checkpoint_conversion_mapping(model.config.model_type) or []
+    renamed = {}  # the name Transformers gives each stored key -> (key, shape)
+    for key, shape in stored.items():
+        name = key
+        for t in transforms:
+            if isinstance(t, WeightRenaming):
+                for source, target in zip(t._original_source_patterns, t._original_target_patterns):
+                    name = re.sub(source, target, name)
+        renamed[name] = (key, shape)
+    params = {name: list(p.shape) for name, p in model.named_parameters()}
+    plan, used = {}, set()
+    for t in transforms:
+        if not isinstance(t, WeightConverter):
+            continue
+        ops = t.operations
+        merges = isinstance(ops[0], MergeModulelist) and ops[0].dim == 0 and (
+            len(ops) == 1 or (len(ops) == 2 and isinstance(ops[1], Concatenate) and ops[1].dim > 0))
+        patterns = [re.compile(re.escape(p).replace(r"\*", r"(\d+)") + "$")
+                    for p in t._original_source_patterns]
+        found = {}  # target parameter -> {source index: {expert: name}}
+        for name in renamed:
+            for i, pattern in enumerate(patterns):
+                if m := pattern.search(name):
+                    target = name[:m.start()] + t._original_target_patterns[0]
+                    found.setdefault(target, {}).setdefault(i, {})[int(m.group(1))] = name
+        for target, sources in found.items():
+            if not merges or len(t._original_target_patterns) != 1 or target not in params:
+                return None
+            experts, dim = params[target][0], (ops[1].dim - 1 if len(ops) == 2 else 0)
+            if sorted(sources) != list(range(len(patterns))) or any(
+                    sorted(by_expert) != list(range(experts)) for by_expert in sources.values()):
+                return None
+            names = [[sources[i][e] for i in range(len(patterns))] for e in range(experts)]
+            shape = list(renamed[names[0][0]][1])
+            shape[dim] = sum(renamed[n][1][dim] for n in names[0])
+            if [experts] + shape != params[target] or any(
+                    [renamed[n][1] for n in row] != [renamed[n][1] for n in names[0]]
+                    for row in names):
+                return None
+            plan[target] = ([[renamed[n][0] for n in row] for row in names], dim)
+            used.update(n for row in names for n in row)
+    for name, shape in params.items():
+        if name in plan:
+            continue
+        if name not in renamed or list(renamed[name][1]) != shape:
+            return None
+        plan[name] = renamed[name][0]
+        used.add(name)
+    tied = set(getattr(model, "all_tied_weights_keys", None) or {})
+    if any(name not in used and name not in tied for name in renamed):
+        return None
+    return plan
 
 
 def structure(model):
@@ -102,9 +247,11 @@ def take_parameters(model):
             module._parameters.pop(attr, None)
     # Transformers asks a model for its dtype and device through its parameters: one frozen
     # scalar answers for them (it is not trained, exported or checkpointed).
+    # (A model built as shapes answers with the device its shares will be on.)
     anchor = taken[0][1] if taken else torch.zeros(())
+    device = getattr(model, "_titan_device", anchor.device)
     model.register_parameter("_titan_anchor", torch.nn.Parameter(
-        torch.zeros((), dtype=anchor.dtype, device=anchor.device), requires_grad=False))
+        torch.zeros((), dtype=anchor.dtype, device=device), requires_grad=False))
     return taken
 
 

@@ -71,6 +71,8 @@ TransformersModel::TransformersModel(py::object model, py::object helper,
   decoder_ = hold(parts[0]);
   const py::list layers = parts[1];
   config_json_ = hold(helper.attr("config_json")(model.attr("config")));
+  if (py::hasattr(model, "_titan_weights_dir"))
+    weights_dir_ = model.attr("_titan_weights_dir").cast<std::string>();
 
   for (size_t i = 0; i < names.size(); ++i) {
     // titan's leaf: the same storage as the Transformers parameter it replaces.

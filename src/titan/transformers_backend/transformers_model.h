@@ -119,6 +119,12 @@ class TITAN_PYBIND_HIDDEN TransformersModel : public models::Model,
   // Where the held parameters are.
   at::Device device() const;
 
+  // A model built as shapes under tensor, pipeline or expert parallelism: the checkpoint whose
+  // share each rank reads in parallelize (pretrained_shares.h); "" once read, or when the model
+  // was built with its weights.
+  const std::string& weights_dir() const { return weights_dir_; }
+  void weights_read() { weights_dir_.clear(); }
+
   // For FLOPs: decoder layers, attention heads, head dim.
   const std::vector<int64_t>& flops_numbers() const { return flops_numbers_; }
   bool tied() const { return tied_; }
@@ -151,6 +157,7 @@ class TITAN_PYBIND_HIDDEN TransformersModel : public models::Model,
   std::string input_embedding_name_;
   std::vector<int64_t> flops_numbers_;
   bool pass_document_ids_ = false;
+  std::string weights_dir_;
   // Under pipeline parallelism: this stage's parts and the stand-in that receives the previous
   // stage's output (stages.py).
   std::optional<models::StageParts> stage_;

@@ -19,6 +19,7 @@
 #include "titan/transformers_backend/context_parallel.h"
 #include "titan/transformers_backend/helper_py.h"
 #include "titan/transformers_backend/modules_py.h"
+#include "titan/transformers_backend/pretrained_shares.h"
 #include "titan/transformers_backend/python_runtime.h"
 #include "titan/transformers_backend/transformers_model.h"
 #include "titan/transformers_backend/transformers_parallel.h"
@@ -138,7 +139,8 @@ std::unique_ptr<models::Model> build_model(const std::string& dir, const std::st
                                            const std::string& experts,
                                            const std::string& pretrained,
                                            const models::BuildOptions& opts,
-                                           const std::string& balancing = "{}") {
+                                           const std::string& balancing = "{}",
+                                           bool shares_only = false) {
   ensure_python();
   py::gil_scoped_acquire gil;
   try {
@@ -146,11 +148,32 @@ std::unique_ptr<models::Model> build_model(const std::string& dir, const std::st
     py::object config =
         helper.attr("make_config")(dir, model_type, overrides, attn, experts, balancing);
     py::object model = helper.attr("build")(config, pretrained, opts.seed, opts.device.str(),
-                                            dtype_name(opts.param_dtype));
+                                            dtype_name(opts.param_dtype), shares_only);
+    if (shares_only && !py::hasattr(model, "_titan_weights_dir"))
+      std::cout << "[titan] " << pretrained
+                << " holds tensors that Transformers converts while loading (or no "
+                   "model.safetensors): each rank loads the whole model before keeping its share"
+                << std::endl;
     return std::make_unique<TransformersModel>(model, helper, opts.compute_dtype);
   } catch (const py::error_already_set& e) {
     fail("Transformers backend: ", describe(e));
   }
+}
+
+// Whether the pretrained model is built as shapes, each rank reading its share of the
+// checkpoint in parallelize (pretrained_shares.h): under tensor, pipeline or expert parallelism,
+// when the caller materialises the parameters and, as the trainer does when it loads an initial
+// checkpoint (checkpoint.initial_load_path, else model.hf_assets_path), leaves them
+// uninitialised. LoRA's converter reads a model built with its weights.
+bool reads_shares(const config::TrainerConfig& cfg, const models::BuildOptions& opts,
+                  const std::string& pretrained) {
+  const auto& p = cfg.parallelism;
+  const bool split = p.tensor_parallel_degree > 1 || p.pipeline_parallel_degree > 1 ||
+                     p.expert_parallel_degree > 1;
+  const bool uninitialised =
+      !cfg.checkpoint.initial_load_path.empty() || !cfg.model.hf_assets_path.empty();
+  return split && opts.meta_parameters && !pretrained.empty() && uninitialised &&
+         cfg.model.converters.empty();
 }
 
 std::unique_ptr<models::Model> build(const config::TrainerConfig& cfg,
@@ -172,7 +195,7 @@ std::unique_ptr<models::Model> build(const config::TrainerConfig& cfg,
       source.as_is ? std::vector<std::string>{} : cfg.model.hf_config_overrides;
   return build_model(source.dir, source.model_type, overrides_json(overrides),
                      cfg.model.attn_implementation, cfg.model.experts_implementation, pretrained,
-                     opts, balancing_json(cfg.model));
+                     opts, balancing_json(cfg.model), reads_shares(cfg, opts, pretrained));
 }
 
 // titan forward / eval / generate / convert: a Hugging Face directory (its weights come with
@@ -204,9 +227,12 @@ void parallelize(models::Model& model, const config::TrainerConfig& cfg,
               "Transformers backend does not split a pipeline stage's layers yet; use a native "
               "model (model.name = qwen3) for PP x TP and PP x EP");
   // torchtitan's order: tensor parallelism, expert parallelism, context parallelism's
-  // attention, activation checkpointing, FSDP.
+  // attention, activation checkpointing, FSDP. A model built as shapes reads its checkpoint
+  // around the first two, each rank its own share.
+  PretrainedShares shares(hf, parallel);
   apply_tensor_parallel(hf, cfg, parallel);
   const std::vector<std::string> stacks = apply_expert_parallel(hf, parallel);
+  shares.own(stacks);
   if (parallel.degree("cp") > 1) apply_context_parallel(hf, parallel, cfg.training.seq_len);
   models::apply_activation_checkpointing(model.blocks(), cfg.activation_checkpoint);
   if (!parallel.data_parallel()) return;

@@ -9,8 +9,9 @@ Each run is a process of its own: its peak resident memory (ru_maxrss, from wait
 anonymous memory (RssAnon sampled every 50 ms: what it allocated, without the checkpoint pages
 it mapped) and the median step time over the steps after the first (titan: metrics.jsonl's
 elapsed_s; TRL: a callback's clock around each optimizer step). A process above --limit-gib of
-anonymous memory is stopped (before the kernel's OOM killer would stop the shared machine's
-other work) and its row says so, with the peak it had reached. The 1-minute load average before
+anonymous memory, or above what the machine had available at the row's start less 3 GiB, is
+stopped (before the kernel's OOM killer would stop the shared machine's other work) and its row
+says so, with the peak it had reached. The 1-minute load average before
 and after each row is printed beside it: the machine may be shared.
 
 usage: build/python bench/dpo_step_time.py [--steps 3] [--batch 2] [--seq 512] [--shape debug]
@@ -181,6 +182,11 @@ def peer_run(kind, base, data, args, env):
     return dict(json.loads(out.strip().splitlines()[-1]), rss=rss, anon=anon)
 
 
+def available_bytes():
+    text = Path("/proc/meminfo").read_text()
+    return int(re.search(r"MemAvailable:\s+(\d+)", text).group(1)) * 1024
+
+
 def cells(result):
     """Step time, peak RSS and peak anonymous memory of one side; a stopped run's peaks are
     lower bounds."""
@@ -203,6 +209,7 @@ def main():
     args = p.parse_args()
     if args.child:
         return peer_main(args.child, args.base, args.data, args)
+    limit = args.limit_gib
     env = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "2"),
                HF_HUB_OFFLINE="1")
     with tempfile.TemporaryDirectory() as tmp:
@@ -216,6 +223,9 @@ def main():
         print("|---|---:|---:|---:|---:|---:|---:|---:|---|")
         for kind in args.kinds.split(","):
             load = os.getloadavg()[0]
+            # Room for the row on a shared machine: 3 GiB of what is available now stays free.
+            args.limit_gib = min(limit, available_bytes() / GIB - 3)
+            print(f"({kind}: each process stopped above {args.limit_gib:.1f} GiB)", flush=True)
             ours = titan_run(kind, tmp / "base", tmp / "pairs.jsonl", tmp / f"job_{kind}", args,
                              env)
             theirs = peer_run(kind, tmp / "base", tmp / "pairs.jsonl", args, env)

@@ -49,12 +49,12 @@ def titan_dpo(base, data, dump, *extra, check=True, module="qwen3"):
     return result if not check else read_metrics(dump)
 
 
-def assert_steps_match(titan, trl, rel=1e-4):
+def assert_steps_match(titan, trl, rel=1e-4, abs=1e-6):
     assert len(titan) == len(trl) == STEPS
     for step, (ours, theirs) in enumerate(zip(titan, trl), 1):
         for name in METRICS:
             # (An accuracy is a count over pairs: exact, or off by a whole pair.)
-            assert ours[name] == pytest.approx(theirs[name], rel=rel, abs=1e-6), (step, name)
+            assert ours[name] == pytest.approx(theirs[name], rel=rel, abs=abs), (step, name)
 
 
 @pytest.mark.parametrize("loss_type", ["sigmoid", "ipo"])

@@ -26,8 +26,9 @@ def test_moe_matches_trl(tmp_path, tokenizer_dir):
     theirs = trl_dpo(base, rows, steps=STEPS, batch=BATCH, lr=LR, beta=BETA,
                      router_aux_loss_coef=0.0)
     # A reward is beta x (policy - reference) of two float32 sums near -70, each summed in
-    # another order than TRL's (the experts' grouped products): ~5e-7 of a sum apart, which is
-    # ~4e-6 in a reward (of ~0.03 at step 2) and beyond 1e-4 relative there.
+    # another order than TRL's (here the experts' grouped products): ~5e-7 of a sum apart, and
+    # AdamW's steps, which divide by the gradients' own size, carry such differences on. That
+    # is ~4e-6 in a reward (of ~0.03 at step 2): beyond 1e-4 relative, within 2e-5 absolute.
     assert_steps_match(ours, theirs, abs=2e-5)
 
 
@@ -38,7 +39,8 @@ def test_llama3_matches_trl(tmp_path, tokenizer_dir):
     data = write_records(tmp_path / "pairs.jsonl", rows)
     ours = titan_dpo(base, data, tmp_path / "run", module="llama3")
     theirs = trl_dpo(base, rows, steps=STEPS, batch=BATCH, lr=LR, beta=BETA)
-    assert_steps_match(ours, theirs)
+    # Rewards within float32's cancellation, as for the MoE (step 4: 8e-6 apart, of ~6e-3).
+    assert_steps_match(ours, theirs, abs=2e-5)
 
 
 def test_qlora_with_the_adapters_off_as_reference_matches_trl_on_the_dequantised_base(

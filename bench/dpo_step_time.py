@@ -5,11 +5,17 @@ OMP_NUM_THREADS threads, for full fine-tuning (the reference a frozen copy: tita
 trained tensors, TRL's second model) and LoRA (rank 8 on every projection, the reference the
 adapters off: titan's zeros, TRL's disable_adapter()).
 
-Each run is a process of its own: its peak resident memory (ru_maxrss, from wait4) and the
-median step time over the steps after the first (titan: metrics.jsonl's elapsed_s; TRL: a
-callback's clock around each optimizer step).
+Each run is a process of its own: its peak resident memory (ru_maxrss, from wait4), its peak
+anonymous memory (RssAnon sampled every 50 ms: what it allocated, without the checkpoint pages
+it mapped) and the median step time over the steps after the first (titan: metrics.jsonl's
+elapsed_s; TRL: a callback's clock around each optimizer step). A process above --limit-gib of
+anonymous memory, or above what the machine had available at the row's start less 3 GiB, is
+stopped (before the kernel's OOM killer would stop the shared machine's other work) and its row
+says so, with the peak it had reached. The 1-minute load average before
+and after each row is printed beside it: the machine may be shared.
 
-usage: build/python bench/dpo_step_time.py [--steps 5] [--batch 2] [--seq 512] [--shape debug]
+usage: build/python bench/dpo_step_time.py [--steps 3] [--batch 2] [--seq 512] [--shape debug]
+           [--kinds lora,full] [--limit-gib 20]    (TITAN_BIN: the titan binary to run)
 """
 import argparse
 import json
@@ -17,11 +23,15 @@ import os
 import statistics
 import subprocess
 import sys
+import re
 import tempfile
+import threading
 import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+TITAN = Path(os.environ.get("TITAN_BIN", REPO / "build" / "bin" / "titan"))
+GIB = 2**30
 sys.path.insert(0, str(REPO / "tests" / "integration"))
 PROJECTIONS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 SHAPES = {
@@ -58,20 +68,57 @@ def make_pairs(path, count, seq):
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
 
 
-def run_child(cmd, env, what):
+class AnonSampler(threading.Thread):
+    """Samples a process's RssAnon (kB in /proc/PID/status) until it ends; keeps the peak."""
+
+    def __init__(self, pid):
+        super().__init__(daemon=True)
+        self.pid, self.peak, self.done = pid, 0, False
+
+    def run(self):
+        while not self.done:
+            try:
+                text = Path(f"/proc/{self.pid}/status").read_text()
+                kib = int(re.search(r"RssAnon:\s+(\d+)", text).group(1))
+                self.peak = max(self.peak, kib * 1024)
+            except (OSError, AttributeError):
+                pass
+            time.sleep(0.05)
+
+
+def run_child(cmd, env, what, limit):
+    """Runs `cmd`, stopping it above `limit` bytes of anonymous memory. Returns (stdout, peak
+    RSS, peak anonymous memory, None) in bytes, or (None, ..., why) when it was stopped."""
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         proc = subprocess.Popen(cmd, stdout=out, stderr=err, text=True, env=env)
-        _, status, usage = os.wait4(proc.pid, 0)
+        sampler = AnonSampler(proc.pid)
+        sampler.start()
+        stopped = False
+        while True:
+            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+            if pid != 0:
+                break
+            if sampler.peak > limit and not stopped:
+                proc.kill()
+                stopped = True
+            time.sleep(0.05)
+        sampler.done = True
         out.seek(0)
         err.seek(0)
         stdout, stderr = out.read(), err.read()
-    if os.waitstatus_to_exitcode(status) != 0:
+    rss = usage.ru_maxrss * 1024
+    if stopped:
+        return None, rss, sampler.peak, f"stopped above {limit / GIB:.1f} GiB anonymous"
+    code = os.waitstatus_to_exitcode(status)
+    if code != 0:
+        if code == -9:  # the kernel's OOM killer (or someone): report it, do not fail the table
+            return None, rss, sampler.peak, "killed (signal 9)"
         raise SystemExit(f"{what} failed:\n{stdout[-2000:]}\n{stderr[-3000:]}")
-    return stdout, usage.ru_maxrss / 1024.0
+    return stdout, rss, sampler.peak, None
 
 
 def titan_run(kind, base, data, job, args, env):
-    cmd = [str(REPO / "build" / "bin" / "titan"), "train", "--module", "qwen3", "--config",
+    cmd = [str(TITAN), "train", "--module", "qwen3", "--config",
            "qwen3_debugmodel", "--model.flavor", "auto", "--model.hf_assets_path", str(base),
            "--checkpoint.initial_load_path", str(base), "--checkpoint.initial_load_in_hf",
            "--training.objective", "dpo", "--training.shuffle", "false",
@@ -82,11 +129,13 @@ def titan_run(kind, base, data, job, args, env):
     if kind == "lora":
         cmd += ["--model.converters", "lora", "--lora.rank", "8", "--lora.alpha", "16",
                 "--dpo.reference", "adapters_off"]
-    _, rss = run_child(cmd, env, f"titan {kind}")
+    out, rss, anon, why = run_child(cmd, env, f"titan {kind}", args.limit_gib * GIB)
+    if why:
+        return {"why": why, "rss": rss, "anon": anon}
     elapsed = [json.loads(line)["elapsed_s"] for line in (job / "metrics.jsonl").read_text()
                .splitlines()]
     steps = [b - a for a, b in zip(elapsed, elapsed[1:])]
-    return {"step_s": statistics.median(steps), "rss_mib": rss}
+    return {"step_s": statistics.median(steps), "rss": rss, "anon": anon}
 
 
 def peer_main(kind, base, data, args):
@@ -127,24 +176,40 @@ def peer_main(kind, base, data, args):
 def peer_run(kind, base, data, args, env):
     cmd = [sys.executable, __file__, "--child", kind, "--base", str(base), "--data", str(data),
            "--steps", str(args.steps), "--batch", str(args.batch), "--seq", str(args.seq)]
-    out, rss = run_child(cmd, env, f"TRL {kind}")
-    result = json.loads(out.strip().splitlines()[-1])
-    result["rss_mib"] = rss
-    return result
+    out, rss, anon, why = run_child(cmd, env, f"TRL {kind}", args.limit_gib * GIB)
+    if why:
+        return {"why": why, "rss": rss, "anon": anon}
+    return dict(json.loads(out.strip().splitlines()[-1]), rss=rss, anon=anon)
+
+
+def available_bytes():
+    text = Path("/proc/meminfo").read_text()
+    return int(re.search(r"MemAvailable:\s+(\d+)", text).group(1)) * 1024
+
+
+def cells(result):
+    """Step time, peak RSS and peak anonymous memory of one side; a stopped run's peaks are
+    lower bounds."""
+    at_least = ">= " if "why" in result else ""
+    step = result["why"] if "why" in result else f"{result['step_s']:.1f} s"
+    return [step] + [f"{at_least}{result[k] / GIB:.1f} GiB" for k in ("rss", "anon")]
 
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--steps", type=int, default=5)
+    p.add_argument("--steps", type=int, default=3)
     p.add_argument("--batch", type=int, default=2)
     p.add_argument("--seq", type=int, default=512)
     p.add_argument("--shape", choices=sorted(SHAPES), default="debug")
+    p.add_argument("--kinds", default="full,lora")
+    p.add_argument("--limit-gib", type=float, default=20.0)
     p.add_argument("--child")
     p.add_argument("--base")
     p.add_argument("--data")
     args = p.parse_args()
     if args.child:
         return peer_main(args.child, args.base, args.data, args)
+    limit = args.limit_gib
     env = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "2"),
                HF_HUB_OFFLINE="1")
     with tempfile.TemporaryDirectory() as tmp:
@@ -153,15 +218,22 @@ def main():
         make_pairs(tmp / "pairs.jsonl", args.steps * args.batch, args.seq)
         print(f"DPO, {args.shape} shape, {args.batch} pairs x ~{args.seq} tokens, "
               f"{args.steps} steps, fp32, {env['OMP_NUM_THREADS']} threads")
-        print("| case | titan step | TRL step | speed-up | titan peak RSS | TRL peak RSS |")
-        print("|---|---:|---:|---:|---:|---:|")
-        for kind in ("full", "lora"):
+        print("| case | titan step | TRL step | speed-up | titan peak RSS | titan peak anon | "
+              "TRL peak RSS | TRL peak anon | load average |")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|---|")
+        for kind in args.kinds.split(","):
+            load = os.getloadavg()[0]
+            # Room for the row on a shared machine: 3 GiB of what is available now stays free.
+            args.limit_gib = min(limit, available_bytes() / GIB - 3)
+            print(f"({kind}: each process stopped above {args.limit_gib:.1f} GiB)", flush=True)
             ours = titan_run(kind, tmp / "base", tmp / "pairs.jsonl", tmp / f"job_{kind}", args,
                              env)
             theirs = peer_run(kind, tmp / "base", tmp / "pairs.jsonl", args, env)
-            print(f"| {kind} | {ours['step_s']:.2f} s | {theirs['step_s']:.2f} s | "
-                  f"{theirs['step_s'] / ours['step_s']:.2f}x | {ours['rss_mib']:.0f} MiB | "
-                  f"{theirs['rss_mib']:.0f} MiB |", flush=True)
+            speedup = ("-" if "why" in ours or "why" in theirs
+                       else f"{theirs['step_s'] / ours['step_s']:.2f}x")
+            o, t = cells(ours), cells(theirs)
+            print(f"| {kind} | {o[0]} | {t[0]} | {speedup} | {o[1]} | {o[2]} | {t[1]} | {t[2]} | "
+                  f"{load:.1f} -> {os.getloadavg()[0]:.1f} |", flush=True)
 
 
 if __name__ == "__main__":

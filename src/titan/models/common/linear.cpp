@@ -4,8 +4,6 @@
 
 #include "titan/common/error.h"
 #include "titan/kernels/linear.h"
-#include "titan/kernels/lora_add.h"
-#include "titan/models/common/activation_checkpoint.h"
 
 namespace titan::models {
 
@@ -52,10 +50,8 @@ at::Tensor Linear::project(const at::Tensor& x) const {
   // kernels::linear casts the (float32 master) weight to x's dtype itself, or multiplies by it
   // as it is (AMX, kernels/cpu/amx_linear.h).
   at::Tensor y = nf4 ? nf4_linear(x, nf4->resolved()) : kernels::linear(x, weight);
-  if (!adapter) return y;
-  // Without dropout the adapter's products accumulate into y in one node (kernels/lora_add.h).
-  if (adapter->dropout > 0 && is_training_forward()) return y + lora_term(x, *adapter);
-  return kernels::lora_add(y, x, adapter->a, adapter->b, adapter->scale);
+  if (adapter) y = y + lora_term(x, *adapter);
+  return y;
 }
 
 at::Tensor Linear::forward(const at::Tensor& x) const {

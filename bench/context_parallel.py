@@ -77,6 +77,21 @@ class PeakSampler(threading.Thread):
             time.sleep(0.05)
 
 
+def run_sampled(cmd, env):
+    """Runs `cmd` to its end while sampling its processes' memory; returns the sampler (its
+    `peaks`). A failed run ends the bench with its output."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env)
+    sampler = PeakSampler(proc.pid)
+    sampler.start()
+    stdout, stderr = proc.communicate()
+    sampler.done = True
+    sampler.join()
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed:\n{stdout[-2000:]}\n{stderr[-2000:]}")
+    return sampler
+
+
 def run(seq, cp, steps, dump):
     threads = max(1, (os.cpu_count() or 1) // cp)
     # glibc's default mmap threshold: titan otherwise keeps freed large blocks in its heap for
@@ -92,15 +107,7 @@ def run(seq, cp, steps, dump):
            "--training.dataset_path", str(REPO / "assets" / "corpus" / "python_stdlib.jsonl"),
            "--model.hf_assets_path", str(REPO / "assets" / "qwen3-tokenizer"),
            "--job.dump_folder", str(dump)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=env)
-    sampler = PeakSampler(proc.pid)
-    sampler.start()
-    stdout, stderr = proc.communicate()
-    sampler.done = True
-    sampler.join()
-    if proc.returncode != 0:
-        raise SystemExit(f"{' '.join(cmd)} failed:\n{stdout[-2000:]}\n{stderr[-2000:]}")
+    sampler = run_sampled(cmd, env)
     metrics = [json.loads(line) for line in (dump / "metrics.jsonl").read_text().splitlines()]
     # tps is per device: a rank's seq / cp tokens a step.
     step_s = [seq / cp / m["tps"] for m in metrics[1:]] or [seq / cp / metrics[0]["tps"]]

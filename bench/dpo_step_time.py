@@ -25,7 +25,6 @@ import subprocess
 import sys
 import re
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -33,7 +32,10 @@ REPO = Path(__file__).resolve().parents[1]
 TITAN = Path(os.environ.get("TITAN_BIN", REPO / "build" / "bin" / "titan"))
 GIB = 2**30
 sys.path.insert(0, str(REPO / "tests" / "integration"))
-PROJECTIONS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+sys.path.insert(0, str(REPO / "bench"))
+
+from memory_at_scale import PROJECTIONS, AnonSampler  # noqa: E402
+
 SHAPES = {
     "debug": dict(hidden_size=256, intermediate_size=768, num_hidden_layers=4,
                   num_attention_heads=8, num_key_value_heads=4, head_dim=64),
@@ -66,24 +68,6 @@ def make_pairs(path, count, seq):
         rows.append({"prompt": text[at:at + chars], "chosen": text[at + chars:at + 2 * chars],
                      "rejected": text[at + 2 * chars:at + 3 * chars]})
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-
-
-class AnonSampler(threading.Thread):
-    """Samples a process's RssAnon (kB in /proc/PID/status) until it ends; keeps the peak."""
-
-    def __init__(self, pid):
-        super().__init__(daemon=True)
-        self.pid, self.peak, self.done = pid, 0, False
-
-    def run(self):
-        while not self.done:
-            try:
-                text = Path(f"/proc/{self.pid}/status").read_text()
-                kib = int(re.search(r"RssAnon:\s+(\d+)", text).group(1))
-                self.peak = max(self.peak, kib * 1024)
-            except (OSError, AttributeError):
-                pass
-            time.sleep(0.05)
 
 
 def run_child(cmd, env, what, limit):

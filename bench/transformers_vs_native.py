@@ -32,7 +32,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from context_parallel import REPO, TITAN, PeakSampler  # noqa: E402
+from context_parallel import REPO, TITAN, run_sampled  # noqa: E402
 
 MODULE = "transformers_modeling_backend"
 SHAPES = {
@@ -80,15 +80,7 @@ def run(backend, nproc, layout, batch, seq, steps, model_dir, dump):
            "--metrics.log_freq", "1",
            "--training.dataset_path", str(REPO / "assets" / "corpus" / "python_stdlib.jsonl"),
            "--job.dump_folder", str(dump), *layout]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=env)
-    sampler = PeakSampler(proc.pid)
-    sampler.start()
-    stdout, stderr = proc.communicate()
-    sampler.done = True
-    sampler.join()
-    if proc.returncode != 0:
-        raise SystemExit(f"{' '.join(cmd)} failed:\n{stdout[-2000:]}\n{stderr[-2000:]}")
+    sampler = run_sampled(cmd, env)
     metrics = [json.loads(line) for line in (dump / "metrics.jsonl").read_text().splitlines()]
     elapsed = [m["elapsed_s"] for m in metrics]
     return {"step_s": statistics.median(b - a for a, b in zip(elapsed[1:], elapsed[2:])),

@@ -1,12 +1,13 @@
 """The compatibility table's cells on the Transformers backend, one family at a time: each
 family's random debug model (built with Transformers) trained by one process, whose first loss
 and gradient norm equal Transformers' own forward and backward of the same packed rows (each
-document run alone), and then under each layout its row claims (FSDP 2, TP 2, EP 2, CP 2, PP 2
-with 1F1B), every run on the same global batch of packed documents that cross the CP chunk
-boundaries (float32, 2 steps): the losses, gradient norms and validation losses equal the one
-process's (relative 1e-5). The one process run is the baseline of all of a family's layouts,
-so a family is one test (every layout run even when an earlier one differs, each difference
-named). Qwen3's other layouts have their own tests (tp, pp), as do the refusals."""
+document run alone), and then under each layout its row claims (FSDP 2, TP 2 with sequence
+parallelism and loss parallel, EP 2, CP 2, PP 2 with 1F1B), every run on the same global batch
+of packed documents that cross the CP chunk boundaries (float32, 2 steps): the losses, gradient
+norms and validation losses equal the one process's (relative 1e-5). The one process run is the
+baseline of all of a family's layouts, so a family is one test (every layout run even when an
+earlier one differs, each difference named). Qwen3's other layouts have their own tests (tp,
+pp), as do the refusals."""
 import json
 import re
 
@@ -24,8 +25,10 @@ STEPS = 2
 # name: (the mesh the start-up line names, arguments); 2 processes, the global batch 2 rows.
 LAYOUTS = {
     "FSDP 2": ("dp_shard=2", ["--training.local_batch_size", 1]),
-    "TP 2": ("tp=2", ["--parallelism.tensor_parallel_degree", 2,
-                      "--parallelism.enable_sequence_parallel", "false"]),
+    # The norms and the residual stream sharded over the sequence; the vocabulary-parallel loss
+    # all-gathers the final norm's output.
+    "TP 2 + SP": ("tp=2", ["--parallelism.tensor_parallel_degree", 2,
+                           "--parallelism.enable_sequence_parallel", "true"]),
     # The dense weights sharded by FSDP over the same two ranks; the auxiliary loss is a per-rank
     # mean by design, so balancing stays off.
     "EP 2": ("ep=2", ["--parallelism.expert_parallel_degree", 2,
@@ -37,15 +40,18 @@ LAYOUTS = {
 # The cells run here: each family's distinct tensor- and expert-parallel plans (the others share
 # one, docs/transformers_backend.md), every family's FSDP 2 (under EP 2 for the MoE families
 # that run it), CP 2 and PP 2 (Qwen3's FSDP 2, TP 2 and PP 2 are in test_transformers_{backend,
-# tp,pp}.py).
+# tp,pp}.py). Tensor parallelism runs here with sequence parallelism (the default): the
+# regions' entries and exits are then the sequence's all-gather and reduce-scatter around each
+# family's own inner gathers and input slices, which are the same without it (Qwen3's TP 2
+# without sequence parallelism is in test_transformers_tp.py).
 FAMILIES = {
-    "qwen3": ["CP 2"],
-    "llama": ["FSDP 2", "CP 2", "PP 2"],
+    "qwen3": ["TP 2 + SP", "CP 2"],
+    "llama": ["FSDP 2", "TP 2 + SP", "CP 2", "PP 2"],
     "mistral": ["FSDP 2", "CP 2", "PP 2"],
     "qwen2": ["FSDP 2", "CP 2", "PP 2"],
-    "olmo2": ["FSDP 2", "TP 2", "CP 2", "PP 2"],
-    "phi3": ["FSDP 2", "TP 2", "CP 2", "PP 2"],
-    "granite": ["FSDP 2", "TP 2", "CP 2", "PP 2"],
+    "olmo2": ["FSDP 2", "TP 2 + SP", "CP 2", "PP 2"],
+    "phi3": ["FSDP 2", "TP 2 + SP", "CP 2", "PP 2"],
+    "granite": ["FSDP 2", "TP 2 + SP", "CP 2", "PP 2"],
     "qwen3_moe": ["EP 2", "CP 2", "PP 2"],
     "mixtral": ["FSDP 2", "CP 2", "PP 2"],
     "olmoe": ["FSDP 2", "CP 2", "PP 2"],

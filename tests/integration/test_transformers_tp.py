@@ -1,11 +1,12 @@
 """Tensor parallelism on the Transformers backend, from each family's own tensor-parallel plan:
 under torchrun (Gloo, CPU), Qwen3 (replicated q/k norms, the tied vocabulary-parallel lookup)
-under TP 2 gives the one-process losses, gradient norms and validation losses (float32, 3 steps,
-1e-5) on the same global batch and the native Qwen3's TP 2 losses from one checkpoint, and
-resumes under FSDP 2 with the same export; what a plan cannot honour is one error naming the
-family, the degree and why. The other families' distinct plans (Granite's, which Llama, Mistral
-and Qwen2 share, OLMo2's gathered projections, Phi-3's fused ones) are cells of
-test_transformers_layouts.py."""
+under TP 2 without sequence parallelism gives the one-process losses, gradient norms and
+validation losses (float32, 3 steps, 1e-5) on the same global batch and the native Qwen3's TP 2
+losses from one checkpoint, and resumes under FSDP 2 with the same export; what a plan cannot
+honour is one error naming the family, the degree and why, as is a sequence that sequence
+parallelism cannot split. TP 2 with sequence parallelism (Qwen3, Llama) and the other families'
+distinct plans (Granite's, which Llama, Mistral and Qwen2 share, OLMo2's gathered projections,
+Phi-3's fused ones) are cells of test_transformers_layouts.py."""
 import shutil
 
 import pytest
@@ -39,8 +40,9 @@ def validation_losses(dump):
 @pytest.mark.parametrize("family, overrides, extra, needle", [
     ("qwen3_moe", {}, TP2, "packed [gate; up] (packed_colwise)"),
     ("qwen3", dict(num_key_value_heads=1), TP2, "does not divide the 4 attention heads and 1"),
-    ("qwen3", {}, ["--parallelism.tensor_parallel_degree", "2"],
-     "parallelism.enable_sequence_parallel = true"),
+    # Sequence parallelism (on by default) shards the rows, which the degree must divide.
+    ("qwen3", {}, ["--parallelism.tensor_parallel_degree", "2", "--training.seq_len", "33"],
+     "training.seq_len = 33: with sequence parallelism (parallelism.enable_sequence_parallel)"),
 ])
 def test_what_tp_cannot_honour_is_one_error(tmp_path, small_corpus, tokenizer_dir, family,
                                              overrides, extra, needle):

@@ -16,6 +16,13 @@ the tp ranks, through `exit` (summed over tp). Inside a region:
 A row module's bias is added once: each rank adds bias / T before the exit sums them. The head
 (lm_head, colwise_gather_output) is split on the vocabulary and read by titan's
 vocabulary-parallel loss; a tied input embedding looks up the rows it holds and sums over tp.
+
+Sequence parallelism (Megatron-SP) shards the residual stream between the regions over the
+sequence: a region's entry all-gathers it ([B, S/T, H] -> [B, S, H]), its exit reduce-scatters
+the partial sums back, and the norms between the regions (and the final norm) run on the rank's
+share, so their gradients are partial sums over tp. The decoder itself still sees whole rows
+(Transformers builds positions and masks from the embedding's output): the embedding's output
+stays whole and the first layer's input is split, this rank keeping its share of the sequence.
 """
 import re
 
@@ -35,6 +42,14 @@ def _refuse(model, degree, why):
     raise ValueError(f"parallelism.tensor_parallel_degree = {degree}: the Transformers model "
                      f"{type(model).__name__} (model_type '{model.config.model_type}') cannot be "
                      f"split over tp: {why}")
+
+
+def _refuse_sequence(model, degree, why):
+    raise ValueError(f"parallelism.enable_sequence_parallel = true with tensor_parallel_degree = "
+                     f"{degree}: the Transformers model {type(model).__name__} (model_type "
+                     f"'{model.config.model_type}') cannot shard its sequence between the "
+                     f"tensor-parallel regions: {why}; set parallelism.enable_sequence_parallel "
+                     "= false")
 
 
 def model_plan(model):
@@ -88,9 +103,39 @@ def _regions(model, plan):
     return regions
 
 
-def roles(model, names, sizes, output_name, degree):
+def _sequence_sites(model, regions):
+    """{id(module): True when it runs on the sequence-sharded stream (in a decoder layer outside
+    the regions, or the final norm), False when on whole rows (the input embedding)}."""
+    decoder = model.get_decoder()
+    inside = {id(m) for r in regions for m in r.modules()}
+    sites = {id(m): False for m in model.get_input_embeddings().modules()}
+    norm = getattr(decoder, "norm", None)
+    for part in list(decoder.layers) + ([norm] if isinstance(norm, torch.nn.Module) else []):
+        sites.update({id(m): True for m in part.modules() if id(m) not in inside})
+    return sites
+
+
+def _sequence_role(model, sites, module, name, size):
+    """The role of a parameter outside the regions under sequence parallelism: partial when its
+    module runs on the rank's share of the sequence, replicated when on whole rows; or why the
+    model cannot run sequence parallel (the caller refuses it)."""
+    where = sites.get(id(module))
+    if where is None:
+        return None, (f"{name} lies outside the input embedding, the decoder layers, the final "
+                      "norm and the head, so it is neither before nor after the split of the "
+                      "sequence")
+    if where and len(size) >= 2:
+        return None, (f"{name} ({len(size)}-D) runs between the tensor-parallel regions of its "
+                      "layer on this rank's share of the sequence, which only modules that act "
+                      "on each token alone (norms) may, and titan cannot tell that of a module "
+                      "with a matrix")
+    return ("partial" if where else "replicated"), None
+
+
+def roles(model, names, sizes, output_name, degree, sequence_parallel=False):
     """[(role, dim)] for each parameter name (sizes: their shapes), role one of column, row,
-    partial, replicated, vocabulary; or one error naming the model, the degree and why not."""
+    partial, replicated, vocabulary; or one error naming the model, the degree and why not.
+    Under sequence parallelism the parameters between the regions (norms) are partial too."""
     if any(".lora_" in n for n in names):
         _refuse(model, degree, "its LoRA adapters (PEFT's layers, which the plan does not name) "
                 "are not split; train LoRA on this backend with data parallelism")
@@ -123,6 +168,7 @@ def roles(model, names, sizes, output_name, degree):
             if heads % degree or kv % degree:
                 _refuse(model, degree, f"its attention splits heads over tp, and {degree} does "
                         f"not divide the {heads} attention heads and {kv} key-value heads")
+    sites = _sequence_sites(model, regions) if sequence_parallel else {}
     out = []
     for name, size in zip(names, sizes):
         if name == output_name or (name == f"{embedding}.weight" and
@@ -136,8 +182,13 @@ def roles(model, names, sizes, output_name, degree):
             role, dim = "column", len(size) - 2 if len(size) > 1 else 0
         elif style in ("rowwise", "rowwise_split_input"):
             role, dim = ("row", len(size) - 1) if len(size) > 1 else ("partial", 0)
-        else:
+        elif inside or not sequence_parallel:
             role, dim = ("partial" if inside else "replicated"), 0
+        else:
+            role, why = _sequence_role(model, sites, module, name, size)
+            if why is not None:
+                _refuse_sequence(model, degree, why)
+            dim = 0
         if role in ("column", "row") and size[dim] % degree:
             _refuse(model, degree, f"{name} {list(size)} ({style}) splits dim {dim} of "
                     f"{size[dim]}, which {degree} does not divide")
@@ -145,25 +196,25 @@ def roles(model, names, sizes, output_name, degree):
     return out
 
 
-def install(model, degree, rank, enter, exit_, vocab_begin, vocab_rows):
+def install(model, degree, rank, enter, exit_, vocab_begin, vocab_rows, sequence=None):
     """Puts the region entries and exits, the gathers, input slices and bias scaling on the
     modules (forward hooks; the modules' code is Transformers' own). `enter`/`exit_` are titan's
-    differentiable collectives over tp; a vocabulary-parallel embedding looks up rows
-    [vocab_begin, vocab_begin + vocab_rows) of the vocabulary."""
+    differentiable collectives over tp (identity / sum); a vocabulary-parallel embedding looks
+    up rows [vocab_begin, vocab_begin + vocab_rows) of the vocabulary. `sequence`, under
+    sequence parallelism: (all-gather, reduce-scatter, split), each on the sequence dim, which
+    become the regions' entry and exit, the split taking the first layer's input."""
     plan = model_plan(model)
     regions = _regions(model, plan)
     members = {id(m) for r in regions for m in r.modules()}
+    region_enter, region_exit = (sequence[0], sequence[1]) if sequence else (enter, exit_)
 
     def entry(module, args, kwargs):
-        if args:
-            return (enter(args[0]),) + tuple(args[1:]), kwargs
-        kwargs["hidden_states"] = enter(kwargs["hidden_states"])
-        return args, kwargs
+        return _on_hidden(region_enter, args, kwargs)
 
     def leave(module, args, output):
         if isinstance(output, tuple):
-            return (exit_(output[0]),) + tuple(output[1:])
-        return exit_(output)
+            return (region_exit(output[0]),) + tuple(output[1:])
+        return region_exit(output)
 
     for region in regions:
         region.register_forward_pre_hook(entry, with_kwargs=True)
@@ -206,6 +257,24 @@ def install(model, degree, rank, enter, exit_, vocab_begin, vocab_rows):
 
     if vocabulary_embedding(model):
         _vocab_parallel_embedding(model.get_input_embeddings(), exit_, vocab_begin, vocab_rows)
+    if sequence:
+        split = sequence[2]
+
+        def share(module, args, kwargs):
+            # [B, S, H] -> this rank's [B, S/T, H] (its gradient all-gathered back).
+            return _on_hidden(lambda x: split(x.transpose(0, 1)).transpose(0, 1).contiguous(),
+                              args, kwargs)
+
+        model.get_decoder().layers[0].register_forward_pre_hook(share, with_kwargs=True)
+
+
+def _on_hidden(fn, args, kwargs):
+    """A forward pre-hook's (args, kwargs) with fn applied to the hidden state (the first
+    argument, or the keyword hidden_states)."""
+    if args:
+        return (fn(args[0]),) + tuple(args[1:]), kwargs
+    kwargs["hidden_states"] = fn(kwargs["hidden_states"])
+    return args, kwargs
 
 
 def _vocab_parallel_embedding(embed, exit_, begin, rows):

@@ -31,15 +31,21 @@ void apply_tensor_parallel(TransformersModel& model, const config::TrainerConfig
                            models::ParallelContext& parallel) {
   const int64_t T = parallel.degree("tp");
   if (T == 1) return;
-  TITAN_CHECK(!config.parallelism.enable_sequence_parallel,
-              "parallelism.enable_sequence_parallel = true: the Transformers backend (model.name "
-              "= transformers) splits tensors over tp but not the sequence; set "
-              "parallelism.enable_sequence_parallel = false");
+  const bool sp = config.parallelism.enable_sequence_parallel;
+  TITAN_CHECK(!sp || config.training.seq_len % T == 0, "training.seq_len = ",
+              config.training.seq_len,
+              ": with sequence parallelism (parallelism.enable_sequence_parallel) "
+              "parallelism.tensor_parallel_degree = ",
+              T, " must divide it");
   const NamedTensors params = model.named_parameters();
   const std::string output = model.output_name();
   const int64_t vocab = model.output_weight().size(0);
   const EvenSplit rows = even_split(vocab, T, parallel.coordinate("tp"));
+  // The sums inside the regions (and the vocabulary-parallel lookup) are always plain; under
+  // sequence parallelism the regions' edges gather and scatter the sequence instead.
   const models::TensorParallelHooks hooks = parallel.tensor_parallel_hooks(false);
+  const models::TensorParallelHooks sequence =
+      sp ? parallel.tensor_parallel_hooks(true) : models::TensorParallelHooks();
   std::map<std::string, std::pair<std::string, int64_t>> roles;
   {
     py::gil_scoped_acquire gil;
@@ -50,13 +56,19 @@ void apply_tensor_parallel(TransformersModel& model, const config::TrainerConfig
     }
     try {
       py::object tp = module("titan_tp_plan");
-      const py::list found = tp.attr("roles")(model.python_model(), names, sizes, output, T);
+      const py::list found =
+          tp.attr("roles")(model.python_model(), names, sizes, output, T, sp);
       for (size_t i = 0; i < params.size(); ++i) {
         const py::tuple r = found[i].cast<py::tuple>();
         roles[params[i].first] = {r[0].cast<std::string>(), r[1].cast<int64_t>()};
       }
+      // (split_tokens splits dim 0: the Python side puts the sequence there.)
+      const py::object on_sequence =
+          sp ? py::make_tuple(as_python(sequence.enter), as_python(sequence.exit),
+                              as_python(hooks.split_tokens))
+             : py::object(py::none());
       tp.attr("install")(model.python_model(), T, parallel.coordinate("tp"), as_python(hooks.enter),
-                         as_python(hooks.exit), rows.begin, rows.real);
+                         as_python(hooks.exit), rows.begin, rows.real, on_sequence);
     } catch (const py::error_already_set& e) {
       fail(describe(e));
     }
@@ -71,7 +83,7 @@ void apply_tensor_parallel(TransformersModel& model, const config::TrainerConfig
       }
     });
   }
-  parallel.use_vocab_parallel_head(vocab, false);
+  parallel.use_vocab_parallel_head(vocab, sp);
 }
 
 std::vector<std::string> apply_expert_parallel(TransformersModel& model,

@@ -10,8 +10,10 @@
 namespace titan::transformers_backend {
 
 // Splits over tp what the model's tp_plan splits, installs the region entries and exits, and
-// makes the head vocabulary-parallel. Throws one error naming the model, the degree and why
-// when the plan cannot be honoured. Nothing when tp is 1.
+// makes the head vocabulary-parallel (loss parallel). With parallelism.enable_sequence_parallel
+// the residual stream between the regions is sharded over the sequence (tp_plan.py). Throws one
+// error naming the model, the degree and why when the plan cannot be honoured. Nothing when tp
+// is 1.
 void apply_tensor_parallel(TransformersModel& model, const config::TrainerConfig& config,
                            models::ParallelContext& parallel);
 

@@ -10,6 +10,7 @@ Phi-3's fused ones) are cells of test_transformers_layouts.py."""
 import shutil
 
 import pytest
+from transformers import AutoConfig
 
 from conftest import read_metrics
 from hf_families import make_family
@@ -57,6 +58,32 @@ def test_what_tp_cannot_honour_is_one_error(tmp_path, small_corpus, tokenizer_di
     assert needle in error, error
     if "sequence" not in needle:
         assert "tensor_parallel_degree = 2" in error and family in error, error
+
+
+def test_sequence_parallel_refuses_a_final_norm_it_cannot_place(tmp_path, small_corpus,
+                                                                 tokenizer_dir):
+    """GPT-NeoX's final norm is `final_layer_norm`, not the decoder's `norm`: titan cannot tell
+    that it runs after the split of the sequence, so sequence parallelism is refused (one error
+    naming the family and the parameter); its tensor-parallel plan is otherwise accepted."""
+    hf = tmp_path / "gpt_neox"
+    AutoConfig.for_model("gpt_neox", vocab_size=151936, hidden_size=64, intermediate_size=128,
+                         num_hidden_layers=2, num_attention_heads=4).save_pretrained(hf)
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(tokenizer_dir / name, hf / name)
+    run = ["train", "--module", MODULE, "--config", f"{MODULE}_debugmodel", "--model.flavor",
+           "auto", "--model.hf_assets_path", hf, "--parallelism.tensor_parallel_degree", 2,
+           "--training.seq_len", 32, "--training.steps", 1, "--training.dataset_path",
+           small_corpus, "--job.dump_folder", tmp_path / "run"]
+    proc = torchrun(2, run, check=False)
+    assert proc.returncode != 0
+    errors = {l.split(":", 1)[1].strip() for l in proc.stdout.splitlines() + proc.stderr.splitlines()
+              if l.split(":", 1)[-1].strip().startswith("error:")}
+    assert len(errors) == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
+    [error] = errors
+    assert ("parallelism.enable_sequence_parallel = true with tensor_parallel_degree = 2: the "
+            "Transformers model GPTNeoXForCausalLM (model_type 'gpt_neox') cannot shard its "
+            "sequence between the tensor-parallel regions: gpt_neox.final_layer_norm.weight lies "
+            "outside the input embedding, the decoder layers, the final norm") in error, error
 
 
 def test_tp2_qwen3_matches_one_process_and_native_and_resumes_under_fsdp2(

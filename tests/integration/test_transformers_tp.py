@@ -38,6 +38,16 @@ def validation_losses(dump):
             if "validation_metrics/loss" in m]
 
 
+def one_error(proc):
+    """The one error line (the same on every rank) of a run that failed."""
+    assert proc.returncode != 0
+    lines = proc.stdout.splitlines() + proc.stderr.splitlines()
+    errors = {l.split(":", 1)[1].strip() for l in lines
+              if l.split(":", 1)[-1].strip().startswith("error:")}
+    assert len(errors) == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return errors.pop()
+
+
 @pytest.mark.parametrize("family, overrides, extra, needle", [
     ("qwen3_moe", {}, TP2, "packed [gate; up] (packed_colwise)"),
     ("qwen3", dict(num_key_value_heads=1), TP2, "does not divide the 4 attention heads and 1"),
@@ -50,11 +60,7 @@ def test_what_tp_cannot_honour_is_one_error(tmp_path, small_corpus, tokenizer_di
     hf = tmp_path / "hf"
     make_family(hf, family, tokenizer_dir, **overrides)
     proc = torchrun(2, args(tmp_path / "run", small_corpus, hf, *extra, steps=1), check=False)
-    assert proc.returncode != 0
-    errors = {l.split(":", 1)[1].strip() for l in proc.stdout.splitlines() + proc.stderr.splitlines()
-              if l.split(":", 1)[-1].strip().startswith("error:")}
-    assert len(errors) == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
-    [error] = errors
+    error = one_error(proc)
     assert needle in error, error
     if "sequence" not in needle:
         assert "tensor_parallel_degree = 2" in error and family in error, error
@@ -75,11 +81,7 @@ def test_sequence_parallel_refuses_a_final_norm_it_cannot_place(tmp_path, small_
            "--training.seq_len", 32, "--training.steps", 1, "--training.dataset_path",
            small_corpus, "--job.dump_folder", tmp_path / "run"]
     proc = torchrun(2, run, check=False)
-    assert proc.returncode != 0
-    errors = {l.split(":", 1)[1].strip() for l in proc.stdout.splitlines() + proc.stderr.splitlines()
-              if l.split(":", 1)[-1].strip().startswith("error:")}
-    assert len(errors) == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
-    [error] = errors
+    error = one_error(proc)
     assert ("parallelism.enable_sequence_parallel = true with tensor_parallel_degree = 2: the "
             "Transformers model GPTNeoXForCausalLM (model_type 'gpt_neox') cannot shard its "
             "sequence between the tensor-parallel regions: gpt_neox.final_layer_norm.weight lies "

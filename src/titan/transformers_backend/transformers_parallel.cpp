@@ -32,8 +32,8 @@ void apply_tensor_parallel(TransformersModel& model, const config::TrainerConfig
   const int64_t T = parallel.degree("tp");
   if (T == 1) return;
   const bool sp = config.parallelism.enable_sequence_parallel;
-  TITAN_CHECK(!sp || config.training.seq_len % T == 0, "training.seq_len = ",
-              config.training.seq_len,
+  TITAN_CHECK(!sp || config.training.seq_len % T == 0,
+              "training.seq_len = ", config.training.seq_len,
               ": with sequence parallelism (parallelism.enable_sequence_parallel) "
               "parallelism.tensor_parallel_degree = ",
               T, " must divide it");
@@ -56,8 +56,7 @@ void apply_tensor_parallel(TransformersModel& model, const config::TrainerConfig
     }
     try {
       py::object tp = module("titan_tp_plan");
-      const py::list found =
-          tp.attr("roles")(model.python_model(), names, sizes, output, T, sp);
+      const py::list found = tp.attr("roles")(model.python_model(), names, sizes, output, T, sp);
       for (size_t i = 0; i < params.size(); ++i) {
         const py::tuple r = found[i].cast<py::tuple>();
         roles[params[i].first] = {r[0].cast<std::string>(), r[1].cast<int64_t>()};

@@ -2,7 +2,7 @@
 (model.name qwen3) at the same layouts on the CPU, in one run: the same random Qwen3 checkpoint
 (written here with Transformers), the same job (transformers_modeling_backend_debugmodel with
 model.flavor auto, so the two differ only in model.name), the same global batch, fp32. Layouts: 1
-process, TP 2 (sequence parallelism off: path 1 refuses it), CP 2 on one row of --cp-seq tokens
+process, TP 2 (sequence parallelism off on both sides), CP 2 on one row of --cp-seq tokens
 (with 1 process on that row beside it) and PP 2 (1F1B), each by torchrun (Gloo), the ranks
 sharing this machine's cores (OMP_NUM_THREADS = cores / ranks). The two models run in turn
 layout by layout (--rounds > 1 runs each again and keeps each side's median step and largest

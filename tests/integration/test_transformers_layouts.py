@@ -2,12 +2,12 @@
 family's random debug model (built with Transformers) trained by one process, whose first loss
 and gradient norm equal Transformers' own forward and backward of the same packed rows (each
 document run alone), and then under each layout its row claims (FSDP 2, TP 2 with sequence
-parallelism and loss parallel, EP 2, CP 2, PP 2 with 1F1B), every run on the same global batch
-of packed documents that cross the CP chunk boundaries (float32, 2 steps): the losses, gradient
-norms and validation losses equal the one process's (relative 1e-5). The one process run is the
-baseline of all of a family's layouts, so a family is one test (every layout run even when an
-earlier one differs, each difference named). Qwen3's other layouts have their own tests (tp,
-pp), as do the refusals."""
+parallelism and loss parallel, EP 2, CP 2, PP 2 with 1F1B; Qwen3 also TP 2 x CP 2), every run
+on the same global batch of packed documents that cross the CP chunk boundaries (float32, 2
+steps): the losses, gradient norms and validation losses equal the one process's (relative
+1e-5). The one process run is the baseline of all of a family's layouts, so a family is one test
+(every layout run even when an earlier one differs, each difference named). Qwen3's other
+layouts have their own tests (tp, pp), as do the refusals."""
 import json
 import re
 
@@ -22,13 +22,18 @@ from test_context_parallel import TEXTS
 
 MODULE = "transformers_modeling_backend"
 STEPS = 2
-# name: (the mesh the start-up line names, arguments); 2 processes, the global batch 2 rows.
+# name: (the mesh the start-up line names, arguments); 2 processes but where PROCESSES says
+# otherwise, the global batch 2 rows.
 LAYOUTS = {
     "FSDP 2": ("dp_shard=2", ["--training.local_batch_size", 1]),
     # The norms and the residual stream sharded over the sequence; the vocabulary-parallel loss
     # all-gathers the final norm's output.
     "TP 2 + SP": ("tp=2", ["--parallelism.tensor_parallel_degree", 2,
                            "--parallelism.enable_sequence_parallel", "true"]),
+    # Each cp rank's tokens split again over tp between the regions.
+    "TP 2 x CP 2 + SP": ("cp=2 tp=2", ["--parallelism.tensor_parallel_degree", 2,
+                                       "--parallelism.context_parallel_degree", 2,
+                                       "--parallelism.enable_sequence_parallel", "true"]),
     # The dense weights sharded by FSDP over the same two ranks; the auxiliary loss is a per-rank
     # mean by design, so balancing stays off.
     "EP 2": ("ep=2", ["--parallelism.expert_parallel_degree", 2,
@@ -37,6 +42,7 @@ LAYOUTS = {
     "PP 2": ("pp=2", ["--parallelism.pipeline_parallel_degree", 2,
                       "--parallelism.pipeline_parallel_schedule", "1F1B"]),
 }
+PROCESSES = {"TP 2 x CP 2 + SP": 4}
 # The cells run here: each family's distinct tensor- and expert-parallel plans (the others share
 # one, docs/transformers_backend.md), every family's FSDP 2 (under EP 2 for the MoE families
 # that run it), CP 2 and PP 2 (Qwen3's FSDP 2, TP 2 and PP 2 are in test_transformers_{backend,
@@ -45,7 +51,7 @@ LAYOUTS = {
 # family's own inner gathers and input slices, which are the same without it (Qwen3's TP 2
 # without sequence parallelism is in test_transformers_tp.py).
 FAMILIES = {
-    "qwen3": ["TP 2 + SP", "CP 2"],
+    "qwen3": ["TP 2 + SP", "CP 2", "TP 2 x CP 2 + SP"],
     "llama": ["FSDP 2", "TP 2 + SP", "CP 2", "PP 2"],
     "mistral": ["FSDP 2", "CP 2", "PP 2"],
     "qwen2": ["FSDP 2", "CP 2", "PP 2"],
@@ -126,7 +132,7 @@ def test_layouts_match_one_process(tmp_path, corpus, family):
     for layout in FAMILIES[family]:
         mesh, extra = LAYOUTS[layout]
         dump = tmp_path / layout.replace(" ", "")
-        proc = torchrun(2, args(dump, corpus, hf, *extra), check=False)
+        proc = torchrun(PROCESSES.get(layout, 2), args(dump, corpus, hf, *extra), check=False)
         if proc.returncode != 0:
             failures[layout] = f"exited {proc.returncode}: {proc.stderr[-1500:]}"
         elif not re.search(rf"of the model's[^\n]* {mesh}\b", proc.stdout):

@@ -1,7 +1,8 @@
 """DPO step time and peak memory, titan against TRL 1.16's DPOTrainer in one run, on the CPU:
 the same random checkpoint (the debug model's shape unless --shape 0.6b: vocabulary 151936,
 hidden 256, 4 layers), the same pairs (--batch pairs of about --seq tokens a sequence), fp32,
-OMP_NUM_THREADS threads, for full fine-tuning (the reference a frozen copy: titan's copy of the
+OMP_NUM_THREADS threads (--layers N: the shape with N layers, for a quicker profile at the
+0.6B vocabulary and width), for full fine-tuning (the reference a frozen copy: titan's copy of the
 trained tensors, TRL's second model) and LoRA (rank 8 on every projection, the reference the
 adapters off: titan's zeros, TRL's disable_adapter()).
 
@@ -14,8 +15,13 @@ stopped (before the kernel's OOM killer would stop the shared machine's other wo
 says so, with the peak it had reached. The 1-minute load average before
 and after each row is printed beside it: the machine may be shared.
 
+With --traces DIR, each side's last step is traced (titan's profiling.enable_profiling, TRL's
+torch.profiler) into DIR/{titan,trl}_<kind>.json, for bench/profile_table.py; the traced step
+is then one of those timed, so profile and time in separate runs.
+
 usage: build/python bench/dpo_step_time.py [--steps 3] [--batch 2] [--seq 512] [--shape debug]
-           [--kinds lora,full] [--limit-gib 20]    (TITAN_BIN: the titan binary to run)
+           [--layers N] [--kinds lora,full] [--limit-gib 20] [--traces DIR]
+           (TITAN_BIN: the titan binary to run)
 """
 import argparse
 import json
@@ -44,12 +50,13 @@ SHAPES = {
 }
 
 
-def make_base(path, shape):
+def make_base(path, shape, layers=None):
     import torch
     from transformers import Qwen3Config, Qwen3ForCausalLM
     torch.manual_seed(0)
+    dims = dict(SHAPES[shape], **({"num_hidden_layers": layers} if layers else {}))
     config = Qwen3Config(vocab_size=151936, tie_word_embeddings=True,
-                         max_position_embeddings=4096, **SHAPES[shape])
+                         max_position_embeddings=4096, **dims)
     Qwen3ForCausalLM(config).save_pretrained(path)
     for name in ("tokenizer.json", "tokenizer_config.json"):
         (path / name).write_bytes((REPO / "assets" / "qwen3-tokenizer" / name).read_bytes())
@@ -113,12 +120,18 @@ def titan_run(kind, base, data, job, args, env):
     if kind == "lora":
         cmd += ["--model.converters", "lora", "--lora.rank", "8", "--lora.alpha", "16",
                 "--dpo.reference", "adapters_off"]
+    if args.traces:
+        cmd += ["--profiling.enable_profiling", "--profiling.profile_freq", str(args.steps)]
     out, rss, anon, why = run_child(cmd, env, f"titan {kind}", args.limit_gib * GIB)
     if why:
         return {"why": why, "rss": rss, "anon": anon}
     elapsed = [json.loads(line)["elapsed_s"] for line in (job / "metrics.jsonl").read_text()
                .splitlines()]
     steps = [b - a for a, b in zip(elapsed, elapsed[1:])]
+    if args.traces:
+        trace = job / "profile_traces" / f"iteration_{args.steps}" / "rank0_trace.json"
+        Path(args.traces).mkdir(parents=True, exist_ok=True)
+        (Path(args.traces) / f"titan_{kind}.json").write_bytes(trace.read_bytes())
     return {"step_s": statistics.median(steps), "rss": rss, "anon": anon}
 
 
@@ -133,11 +146,21 @@ def peer_main(kind, base, data, args):
     times = []
 
     class Clock(TrainerCallback):
-        def on_step_begin(self, *a, **k):
+        profiler = None
+
+        def on_step_begin(self, args_, state, *a, **k):
+            if args.traces and state.global_step + 1 == args.steps:
+                self.profiler = torch.profiler.profile(
+                    activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True)
+                self.profiler.__enter__()
             self.start = time.perf_counter()
 
         def on_step_end(self, *a, **k):
             times.append(time.perf_counter() - self.start)
+            if self.profiler is not None:
+                self.profiler.__exit__(None, None, None)
+                self.profiler.export_chrome_trace(str(Path(args.traces) / f"trl_{kind}.json"))
+                self.profiler = None
 
     rows = [json.loads(line) for line in Path(data).read_text().splitlines()]
     peft_config = None
@@ -160,6 +183,8 @@ def peer_main(kind, base, data, args):
 def peer_run(kind, base, data, args, env):
     cmd = [sys.executable, __file__, "--child", kind, "--base", str(base), "--data", str(data),
            "--steps", str(args.steps), "--batch", str(args.batch), "--seq", str(args.seq)]
+    if args.traces:
+        cmd += ["--traces", str(args.traces)]
     out, rss, anon, why = run_child(cmd, env, f"TRL {kind}", args.limit_gib * GIB)
     if why:
         return {"why": why, "rss": rss, "anon": anon}
@@ -185,8 +210,10 @@ def main():
     p.add_argument("--batch", type=int, default=2)
     p.add_argument("--seq", type=int, default=512)
     p.add_argument("--shape", choices=sorted(SHAPES), default="debug")
+    p.add_argument("--layers", type=int, help="the shape with this many layers")
     p.add_argument("--kinds", default="full,lora")
     p.add_argument("--limit-gib", type=float, default=20.0)
+    p.add_argument("--traces", help="trace each side's last step into this folder")
     p.add_argument("--child")
     p.add_argument("--base")
     p.add_argument("--data")
@@ -198,9 +225,10 @@ def main():
                HF_HUB_OFFLINE="1")
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        make_base(tmp / "base", args.shape)
+        make_base(tmp / "base", args.shape, args.layers)
         make_pairs(tmp / "pairs.jsonl", args.steps * args.batch, args.seq)
-        print(f"DPO, {args.shape} shape, {args.batch} pairs x ~{args.seq} tokens, "
+        layers = f" with {args.layers} layers" if args.layers else ""
+        print(f"DPO, {args.shape} shape{layers}, {args.batch} pairs x ~{args.seq} tokens, "
               f"{args.steps} steps, fp32, {env['OMP_NUM_THREADS']} threads")
         print("| case | titan step | TRL step | speed-up | titan peak RSS | titan peak anon | "
               "TRL peak RSS | TRL peak anon | load average |")

@@ -13,12 +13,39 @@
 
 namespace titan::train {
 
+namespace {
+
+// The columns [begin, end) of a row of labels (host, [T]) from its first label that counts to
+// its last; [0, 1) when none counts (the row's sum is then 0).
+std::pair<int64_t, int64_t> label_span(const at::Tensor& row) {
+  const int64_t* y = row.data_ptr<int64_t>();
+  const int64_t T = row.size(0);
+  int64_t begin = 0, end = T;
+  while (begin < T && y[begin] == kIgnoreIndex) ++begin;
+  if (begin == T) return {0, 1};
+  while (y[end - 1] == kIgnoreIndex) --end;
+  return {begin, end};
+}
+
+}  // namespace
+
 at::Tensor sequence_logps(const CausalLmLoss& loss, const at::Tensor& hidden,
                           const at::Tensor& labels) {
+  // Only the columns that hold a row's completion go through the head: the prompt before it
+  // and the padding after it (about half of a row) would cost their [T, vocabulary] logits,
+  // and in the policy's forward their gradient, only to be zeroed. Under sequence parallelism
+  // hidden holds a part of each row (fewer columns than labels), which the loss gathers: the
+  // whole row then.
+  const bool whole_rows = hidden.dim() != 3 || hidden.size(1) != labels.size(1);
+  const at::Tensor host = labels.to(at::kCPU).contiguous();
   std::vector<at::Tensor> rows;
-  // Rows of [1, T, H]: under sequence parallelism hidden is split on T, which the loss gathers.
-  for (int64_t i = 0; i < labels.size(0); ++i)
-    rows.push_back(-loss.sum(hidden.slice(0, i, i + 1), labels.slice(0, i, i + 1)));
+  for (int64_t i = 0; i < labels.size(0); ++i) {
+    const auto [begin, end] =
+        whole_rows ? std::pair<int64_t, int64_t>{0, labels.size(1)} : label_span(host[i]);
+    // Rows of [1, T, H]: the loss sees each row's columns as a row of its own.
+    rows.push_back(-loss.sum(hidden.slice(0, i, i + 1).slice(1, begin, end),
+                             labels.slice(0, i, i + 1).slice(1, begin, end)));
+  }
   return at::stack(rows).to(at::kFloat);
 }
 

@@ -42,7 +42,7 @@ at::Tensor sequence_logps(const CausalLmLoss& loss, const at::Tensor& hidden,
   for (int64_t i = 0; i < labels.size(0); ++i) {
     const auto [begin, end] =
         whole_rows ? std::pair<int64_t, int64_t>{0, labels.size(1)} : label_span(host[i]);
-    // Rows of [1, T, H]: the loss sees each row's columns as a row of its own.
+    // One row at a time, [1, columns, H]: a sum per row.
     rows.push_back(-loss.sum(hidden.slice(0, i, i + 1).slice(1, begin, end),
                              labels.slice(0, i, i + 1).slice(1, begin, end)));
   }

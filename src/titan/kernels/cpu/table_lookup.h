@@ -1,18 +1,23 @@
-// The two table look-ups of the AdamW8bit kernel over contiguous arrays: dequantising codes
-// through their 256-value map, and quantising 16-bit grid points through the 65536-entry table
-// (kernels/blockwise_8bit.h). Gathers are slow next to the arithmetic around them, so where the
-// CPU has AVX-512 the tables live in registers instead:
-//   - a map's 256 floats as four planes of 256 bytes (byte 0, 1, 2, 3 of each float): a code
-//     picks its four bytes with byte permutes (AVX-512 VBMI), 64 codes at a time;
-//   - the quantisation table, a non-decreasing step function of the point, as the 255 points
-//     where it steps: the code of a point is the number of steps at or below it, found by a
-//     binary search of eight compares on 32 points at a time, each step point picked with a
-//     16-bit permute (AVX-512 BW).
+// The two table look-ups of the AdamW8bit kernel: dequantising codes through their 256-value
+// map, and quantising float32 values through the 65536-entry table of grid points
+// (kernels/blockwise_8bit.h). Where the CPU has AVX-512:
+//   - a map's 256 floats live in registers as four planes of 256 bytes (byte 0, 1, 2, 3 of
+//     each float): a code picks its four bytes with byte permutes (AVX-512 VBMI), 64 codes at a
+//     time, cheaper than a gather next to the arithmetic around it;
+//   - the quantisation table is read by a 32-bit gather per 16 values, whose loads run beside
+//     the arithmetic on other ports. (A branch-free binary search of the table's 255 steps in
+//     registers, with 16-bit permutes, measured about as fast in the kernel; the gather is
+//     simpler and needs no layout of its own.)
 // Both give exactly the table's value; elsewhere AVX2 gathers or a plain loop.
 #pragma once
 
 #include <array>
 #include <cstdint>
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(__APPLE__)
+#include <immintrin.h>
+#define TITAN_QUANTIZE_AVX512 1
+#endif
 
 namespace titan::kernels::cpu::vec {
 
@@ -26,16 +31,33 @@ struct FloatMap {
 // out[i] = map.values[codes[i]].
 void look_up_floats(const uint8_t* codes, const FloatMap& map, float* out, int64_t n);
 
-// A non-decreasing table of 65536 bytes whose last entry is 255, with its step points laid out
-// for the binary search: after l levels j holds the code's top l bits, and level[l][j] is the
-// first point whose code is at least (2j + 1) << (7 - l), the pivot that decides the next bit.
-struct StepTable {
-  explicit StepTable(const std::array<uint8_t, 65536>& table);
-  const uint8_t* table;
-  alignas(64) uint16_t level[8][128];
+// The 65536-entry table padded for 32-bit gathers: a gather reads the four bytes from a grid
+// point on and keeps the first, so the last point needs three bytes after it.
+struct GridTable {
+  explicit GridTable(const std::array<uint8_t, 65536>& table);
+  alignas(64) uint8_t bytes[65536 + 64];
 };
 
-// out[i] = table.table[point[i]].
-void look_up_steps(const uint16_t* point, const StepTable& table, uint8_t* out, int64_t n);
+// One block's codes: out[i] = table[quantize_grid_point(x[i] * inverse)], bitsandbytes' own
+// per-element loop; on AVX-512 quantize16, 16 values at a time.
+void quantize(const float* x, float inverse, const GridTable& table, uint8_t* out, int64_t n);
+
+#if defined(TITAN_QUANTIZE_AVX512)
+// Whether quantize16 may run here (AVX-512 F, BW and VL).
+bool quantize16_ok();
+
+// quantize()'s AVX-512 step: the codes of 16 values x * inverse, one a 32-bit lane.
+// max(y, -1) gives -1 for a NaN (its second operand), whose grid point is 0, as a NaN's is in
+// the scalar code; every point then lies in [0, 65535].
+__attribute__((target("avx512f,avx512bw"), always_inline)) inline __m512i quantize16(
+    __m512 x, __m512 inverse, const GridTable& table) {
+  const __m512 one = _mm512_set1_ps(1.0f), half = _mm512_set1_ps(0.5f);
+  __m512 y = _mm512_mul_ps(x, inverse);
+  y = _mm512_min_ps(_mm512_max_ps(y, _mm512_set1_ps(-1.0f)), one);
+  const __m512 t = _mm512_mul_ps(_mm512_add_ps(y, one), half);
+  const __m512i point = _mm512_cvttps_epi32(_mm512_fmadd_ps(t, _mm512_set1_ps(65535.0f), half));
+  return _mm512_and_si512(_mm512_i32gather_epi32(point, table.bytes, 1), _mm512_set1_epi32(0xFF));
+}
+#endif
 
 }  // namespace titan::kernels::cpu::vec

@@ -88,15 +88,17 @@ void update_moments(const float* g, float absmax_m, float absmax_v, float beta1,
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(__APPLE__)
 // update_moments in 512-bit vectors (the compiler's clone keeps to 256 bits): the same
-// arithmetic, and max(|x|, top) is `|x| > top ? |x| : top` as there.
-__attribute__((target("avx512f"))) void update_moments_avx512(
+// arithmetic, and max(|x|, top) is `|x| > top ? |x| : top` as there. Also says whether v has
+// a lane that sqrt16 must not take.
+__attribute__((target("avx512f,avx512dq"))) void update_moments_avx512(
     const float* g, float absmax_m, float absmax_v, float beta1, float one_minus_beta1,
     float beta2, float one_minus_beta2, float* m, float* v, int64_t count, float* new_absmax_m,
-    float* new_absmax_v) {
+    float* new_absmax_v, bool* v_negative) {
   const __m512 scale_m = _mm512_set1_ps(absmax_m), scale_v = _mm512_set1_ps(absmax_v),
                b1 = _mm512_set1_ps(beta1), c1 = _mm512_set1_ps(one_minus_beta1),
                b2 = _mm512_set1_ps(beta2), c2 = _mm512_set1_ps(one_minus_beta2);
   __m512 top_m = _mm512_setzero_ps(), top_v = _mm512_setzero_ps();
+  __mmask16 negative = 0;
   for (int64_t i = 0; i < count; i += 16) {
     const __mmask16 lanes = count - i >= 16 ? __mmask16{0xFFFF}
                                             : static_cast<__mmask16>((1u << (count - i)) - 1);
@@ -110,7 +112,9 @@ __attribute__((target("avx512f"))) void update_moments_avx512(
     _mm512_mask_storeu_ps(v + i, lanes, vi);
     top_m = _mm512_max_ps(_mm512_abs_ps(mi), top_m);  // zero lanes past the end change nothing
     top_v = _mm512_max_ps(_mm512_abs_ps(vi), top_v);
+    negative |= sqrt16_negative(vi);
   }
+  *v_negative = negative != 0;
   alignas(64) float lanes_m[16], lanes_v[16];
   _mm512_store_ps(lanes_m, top_m);
   _mm512_store_ps(lanes_v, top_v);
@@ -159,7 +163,8 @@ void quantize(const float* x, const vec::GridTable& table, float absmax, uint8_t
 
 #if defined(TITAN_MKL_SQRT_INLINE) && defined(TITAN_QUANTIZE_AVX512)
 #define TITAN_ADAMW8BIT_AVX512 1
-// Passes 2 and 3 over one block in one loop, where the inline root applies (mkl_sqrt.h): each
+// Passes 2 and 3 over one block in one loop, where the inline root applies (mkl_sqrt.h) and
+// the block's v has no negative value (none from AdamW's arithmetic): each
 // root is taken in registers and used at once, with update_parameter's arithmetic, and both
 // states are quantised from the same registers (quantize16). One loop lets the divisions and
 // the gathers, which use different units, overlap. A block of zeros gets its codes after.
@@ -175,15 +180,7 @@ __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl"))) void update_and_qu
     const __mmask16 lanes = count - i >= 16 ? __mmask16{0xFFFF}
                                             : static_cast<__mmask16>((1u << (count - i)) - 1);
     const __m512 m16 = _mm512_maskz_loadu_ps(lanes, m + i), v16 = _mm512_maskz_loadu_ps(lanes, v + i);
-    __mmask16 negative = 0;
-    __m512 root = sqrt16(v16, &negative);
-    if ((negative & lanes) != 0) {  // never from AdamW's v >= 0; exact all the same
-      alignas(64) float roots[16];
-      _mm512_store_ps(roots, root);
-      for (int l = 0; l < 16; ++l)
-        if ((negative & lanes) >> l & 1) aten_sqrt(v + i + l, roots + l, 1);
-      root = _mm512_load_ps(roots);
-    }
+    const __m512 root = sqrt16(v16);
     const __m512 denom = _mm512_add_ps(_mm512_div_ps(root, c2), eps);
     const __m512 update = _mm512_div_ps(_mm512_mul_ps(step_size, m16), denom);
     _mm512_mask_storeu_ps(
@@ -248,6 +245,7 @@ void step_blocks(T* param, const T* grad, uint8_t* codes_m, float* absmax_m, uin
              kQuantBlock;
     };
     auto ahead_size = [&](int64_t at) { return std::min(n - at, kQuantBlock); };
+    bool v_negative[kAdamW8bitChunkBlocks] = {};
     for (int64_t b = chunk; b < chunk_end; ++b) {
       const int64_t at = b * kQuantBlock - begin,
                     count = std::min(kQuantBlock, n - b * kQuantBlock);
@@ -261,7 +259,8 @@ void step_blocks(T* param, const T* grad, uint8_t* codes_m, float* absmax_m, uin
       if (inline_sqrt)
         update_moments_avx512(g + at, absmax_m[b], absmax_v[b], s.beta1, s.one_minus_beta1,
                               s.beta2, s.one_minus_beta2, scratch.m.data() + at,
-                              scratch.v.data() + at, count, &absmax_m[b], &absmax_v[b]);
+                              scratch.v.data() + at, count, &absmax_m[b], &absmax_v[b],
+                              &v_negative[b - chunk]);
       else
 #endif
         update_moments(g + at, absmax_m[b], absmax_v[b], s.beta1, s.one_minus_beta1, s.beta2,
@@ -275,13 +274,15 @@ void step_blocks(T* param, const T* grad, uint8_t* codes_m, float* absmax_m, uin
       const int64_t next = ahead(b);
       prefetch(param + next, ahead_size(next) * static_cast<int64_t>(sizeof(T)));
 #if defined(TITAN_ADAMW8BIT_AVX512)
-      if (inline_sqrt) {
+      if (inline_sqrt && !v_negative[b - chunk]) {
         update_and_quantize_avx512(p + at, scratch.m.data() + at, scratch.v.data() + at, s,
                                    absmax_m[b], absmax_v[b], table_m, table_v,
                                    codes_m + begin + at, codes_v + begin + at, count);
         continue;
       }
 #endif
+      if (inline_sqrt)  // a negative v (not from AdamW): MKL's own roots for this block
+        aten_sqrt(scratch.v.data() + at, scratch.root.data() + at, count);
       update_parameter(p + at, scratch.m.data() + at, scratch.root.data() + at, s.decay,
                        s.step_size, s.bias_correction2_sqrt, s.eps, count);
       quantize(scratch.m.data() + at, table_m, absmax_m[b], codes_m + begin + at, count);

@@ -33,9 +33,14 @@ bool mkl_sqrt_inline_ok();
 // aten_sqrt's bits through sqrt16 (for the tests; only where mkl_sqrt_inline_ok()).
 void mkl_sqrt_inline(const float* in, float* out, int64_t n);
 
-// The roots of 16 floats; `negative` gets the lanes that need vsSqrt itself.
-__attribute__((target("avx512f,avx512dq"), always_inline)) inline __m512 sqrt16(
-    __m512 x, __mmask16* negative) {
+// Lanes that sqrt16 must not be given: negative ones, -0 included (MKL's error path).
+__attribute__((target("avx512f,avx512dq"), always_inline)) inline __mmask16 sqrt16_negative(
+    __m512 x) {
+  return _mm512_fpclass_ps_mask(x, 0x54);  // -0, -inf, x < 0
+}
+
+// The roots of 16 floats without negative lanes.
+__attribute__((target("avx512f,avx512dq"), always_inline)) inline __m512 sqrt16(__m512 x) {
   constexpr int kNearest = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
   const __m512 y = _mm512_rsqrt14_ps(x);
   __m512 h = _mm512_mul_round_ps(y, _mm512_set1_ps(0.5f), kNearest);
@@ -50,7 +55,6 @@ __attribute__((target("avx512f,avx512dq"), always_inline)) inline __m512 sqrt16(
     h = _mm512_mask_mul_round_ps(h, tiny, h, _mm512_set1_ps(0x1p-78f), kNearest);
     root = _mm512_fmadd_round_ps(_mm512_fnmadd_round_ps(ss, ss, xs, kNearest), h, s, kNearest);
   }
-  *negative = _mm512_fpclass_ps_mask(x, 0x54);                     // -0, -inf, x < 0
   return _mm512_mask_mov_ps(root, _mm512_fpclass_ps_mask(x, 0x0a), x);  // +0, +inf
 }
 #endif

@@ -92,6 +92,31 @@ TEST(AdamW8bit, BFloat16ParametersRoundOnceFromFloat32) {
   expect_same(fused, reference);
 }
 
+// beta2 > 1 makes v negative in some blocks (AdamW's own arithmetic never does): those blocks
+// take MKL's roots by its own call (NaN parameters), the others the kernel's inline root; every
+// bit, NaNs included, as the reference.
+TEST(AdamW8bit, BlocksWithNegativeSecondMomentsTakeMklsOwnRoots) {
+  const int64_t n = 4096 + 300;
+  at::manual_seed(5);
+  const at::Tensor p0 = at::randn({n});
+  Result fused{p0.clone(), zero_state(n), zero_state(n)};
+  Result reference{p0.clone(), zero_state(n), zero_state(n)};
+  for (int step = 1; step <= 2; ++step) {
+    at::Tensor g = at::randn({n});
+    g.slice(0, 0, 2048).mul_(step == 1 ? 1.0 : 100.0);  // v < 0 in these blocks at step 2
+    AdamStepScalars s;
+    s.beta2 = step == 1 ? 0.95 : 1.5;
+    s.step = step;
+    adamw8bit_step_fused(fused.param, g, fused.m, fused.v, s);
+    adamw8bit_step_reference(reference.param, g, reference.m, reference.v, s);
+  }
+  EXPECT_TRUE(fused.param.isnan().any().item<bool>());
+  EXPECT_TRUE(at::equal(fused.param.view(at::kInt), reference.param.view(at::kInt)));
+  EXPECT_TRUE(at::equal(fused.v.codes, reference.v.codes));
+  EXPECT_TRUE(at::equal(fused.v.absmax, reference.v.absmax));
+  EXPECT_TRUE(at::equal(fused.m.codes, reference.m.codes));
+}
+
 TEST(AdamW8bit, ResultDoesNotDependOnTheThreads) {
   const int before = at::get_num_threads();
   at::set_num_threads(1);

@@ -91,8 +91,8 @@ void update_moments(const float* g, float absmax_m, float absmax_v, float beta1,
 // arithmetic, and max(|x|, top) is `|x| > top ? |x| : top` as there. Also says whether v has
 // a lane that sqrt16 must not take.
 __attribute__((target("avx512f,avx512dq"))) void update_moments_avx512(
-    const float* g, float absmax_m, float absmax_v, float beta1, float one_minus_beta1,
-    float beta2, float one_minus_beta2, float* m, float* v, int64_t count, float* new_absmax_m,
+    const float* g, float absmax_m, float absmax_v, float beta1, float one_minus_beta1, float beta2,
+    float one_minus_beta2, float* m, float* v, int64_t count, float* new_absmax_m,
     float* new_absmax_v, bool* v_negative) {
   const __m512 scale_m = _mm512_set1_ps(absmax_m), scale_v = _mm512_set1_ps(absmax_v),
                b1 = _mm512_set1_ps(beta1), c1 = _mm512_set1_ps(one_minus_beta1),
@@ -100,8 +100,8 @@ __attribute__((target("avx512f,avx512dq"))) void update_moments_avx512(
   __m512 top_m = _mm512_setzero_ps(), top_v = _mm512_setzero_ps();
   __mmask16 negative = 0;
   for (int64_t i = 0; i < count; i += 16) {
-    const __mmask16 lanes = count - i >= 16 ? __mmask16{0xFFFF}
-                                            : static_cast<__mmask16>((1u << (count - i)) - 1);
+    const __mmask16 lanes =
+        count - i >= 16 ? __mmask16{0xFFFF} : static_cast<__mmask16>((1u << (count - i)) - 1);
     const __m512 gi = _mm512_maskz_loadu_ps(lanes, g + i);
     const __m512 mi = _mm512_fmadd_ps(
         gi, c1, _mm512_mul_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(lanes, m + i), scale_m), b1));
@@ -125,6 +125,57 @@ __attribute__((target("avx512f,avx512dq"))) void update_moments_avx512(
   }
   *new_absmax_m = best_m;
   *new_absmax_v = best_v;
+}
+
+// One state's update_moments_avx512 arithmetic on 16 lanes from their map values.
+template <bool kSecond>
+__attribute__((target("avx512f,avx512dq"), always_inline)) inline void update_state16(
+    __m512 value, const float* g, float* x, int64_t i, __mmask16 lanes, __m512 scale, __m512 b,
+    __m512 c, __m512& top, __mmask16& negative) {
+  const __m512 gi = _mm512_maskz_loadu_ps(lanes, g + i);
+  const __m512 old = _mm512_mul_ps(_mm512_mul_ps(value, scale), b);
+  const __m512 xi =
+      kSecond ? _mm512_fmadd_ps(_mm512_mul_ps(c, gi), gi, old) : _mm512_fmadd_ps(gi, c, old);
+  _mm512_mask_storeu_ps(x + i, lanes, xi);
+  top = _mm512_max_ps(_mm512_abs_ps(xi), top);  // zero lanes past the end change nothing
+  if constexpr (kSecond) negative |= sqrt16_negative(xi);
+}
+
+// Pass 1 for one state of one block with its dequantisation in registers (vec::floats64), 64
+// elements at a time: update_moments_avx512's arithmetic for that state, without storing the
+// map values and loading them back. kSecond: the state is v, fma((1 - b2) * g, g, v * b2), and
+// *v_negative says whether it has a lane that sqrt16 must not take. Returns the new absmax.
+template <bool kSecond>
+__attribute__((target("avx512f,avx512bw,avx512dq,avx512vbmi"))) float dequantize_and_update_avx512(
+    const uint8_t* codes, const vec::FloatMap& map, const float* g, float absmax, float beta,
+    float one_minus_beta, float* x, int64_t count, bool* v_negative) {
+  const vec::MapRegisters regs = vec::load_map(map);
+  const __m512 scale = _mm512_set1_ps(absmax), b = _mm512_set1_ps(beta),
+               c = _mm512_set1_ps(one_minus_beta);
+  __m512 top = _mm512_setzero_ps();
+  __mmask16 negative = 0;
+  int64_t i = 0;
+  for (; i + 64 <= count; i += 64) {
+    __m512 values[4];
+    vec::floats64(codes + i, regs, values);
+    for (int q = 0; q < 4; ++q)
+      update_state16<kSecond>(values[q], g, x, i + 16 * q, 0xFFFF, scale, b, c, top, negative);
+  }
+  if (i < count) {  // the end of the last block: its map values through memory
+    vec::look_up_floats(codes + i, map, x + i, count - i);
+    for (; i < count; i += 16) {
+      const __mmask16 lanes =
+          count - i >= 16 ? __mmask16{0xFFFF} : static_cast<__mmask16>((1u << (count - i)) - 1);
+      update_state16<kSecond>(_mm512_maskz_loadu_ps(lanes, x + i), g, x, i, lanes, scale, b, c, top,
+                              negative);
+    }
+  }
+  if constexpr (kSecond) *v_negative = negative != 0;
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, top);
+  float best = 0.0f;
+  for (int l = 0; l < 16; ++l) best = lanes[l] > best ? lanes[l] : best;
+  return best;
 }
 #endif
 
@@ -170,16 +221,17 @@ void quantize(const float* x, const vec::GridTable& table, float absmax, uint8_t
 // the gathers, which use different units, overlap. A block of zeros gets its codes after.
 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl"))) void update_and_quantize_avx512(
     float* p, const float* m, const float* v, const AdamW8bitFloats& s, float absmax_m,
-    float absmax_v, const vec::GridTable& table_m, const vec::GridTable& table_v,
-    uint8_t* codes_m, uint8_t* codes_v, int64_t count) {
+    float absmax_v, const vec::GridTable& table_m, const vec::GridTable& table_v, uint8_t* codes_m,
+    uint8_t* codes_v, int64_t count) {
   const __m512 decay = _mm512_set1_ps(s.decay), step_size = _mm512_set1_ps(s.step_size),
                c2 = _mm512_set1_ps(s.bias_correction2_sqrt), eps = _mm512_set1_ps(s.eps),
                inverse_m = _mm512_set1_ps(1.0f / absmax_m),
                inverse_v = _mm512_set1_ps(1.0f / absmax_v);
   for (int64_t i = 0; i < count; i += 16) {
-    const __mmask16 lanes = count - i >= 16 ? __mmask16{0xFFFF}
-                                            : static_cast<__mmask16>((1u << (count - i)) - 1);
-    const __m512 m16 = _mm512_maskz_loadu_ps(lanes, m + i), v16 = _mm512_maskz_loadu_ps(lanes, v + i);
+    const __mmask16 lanes =
+        count - i >= 16 ? __mmask16{0xFFFF} : static_cast<__mmask16>((1u << (count - i)) - 1);
+    const __m512 m16 = _mm512_maskz_loadu_ps(lanes, m + i),
+                 v16 = _mm512_maskz_loadu_ps(lanes, v + i);
     const __m512 root = sqrt16(v16);
     const __m512 denom = _mm512_add_ps(_mm512_div_ps(root, c2), eps);
     const __m512 update = _mm512_div_ps(_mm512_mul_ps(step_size, m16), denom);
@@ -218,6 +270,7 @@ void step_blocks(T* param, const T* grad, uint8_t* codes_m, float* absmax_m, uin
 #if defined(TITAN_ADAMW8BIT_AVX512)
   // Asked on each thread: MXCSR is its own.
   const bool inline_sqrt = mkl_sqrt_inline_ok() && vec::quantize16_ok();
+  const bool fused_moments = inline_sqrt && vec::floats64_ok();
 #else
   constexpr bool inline_sqrt = false;
 #endif
@@ -252,15 +305,26 @@ void step_blocks(T* param, const T* grad, uint8_t* codes_m, float* absmax_m, uin
       const int64_t next = ahead(b);
       prefetch(codes_m + next, ahead_size(next));
       prefetch(codes_v + next, ahead_size(next));
+#if defined(TITAN_ADAMW8BIT_AVX512)
+      if (fused_moments) {
+        prefetch(grad + next, ahead_size(next) * static_cast<int64_t>(sizeof(T)));
+        absmax_m[b] = dequantize_and_update_avx512<false>(codes_m + begin + at, map_m, g + at,
+                                                          absmax_m[b], s.beta1, s.one_minus_beta1,
+                                                          scratch.m.data() + at, count, nullptr);
+        absmax_v[b] = dequantize_and_update_avx512<true>(
+            codes_v + begin + at, map_v, g + at, absmax_v[b], s.beta2, s.one_minus_beta2,
+            scratch.v.data() + at, count, &v_negative[b - chunk]);
+        continue;
+      }
+#endif
       vec::look_up_floats(codes_m + begin + at, map_m, scratch.m.data() + at, count);
       vec::look_up_floats(codes_v + begin + at, map_v, scratch.v.data() + at, count);
       prefetch(grad + next, ahead_size(next) * static_cast<int64_t>(sizeof(T)));
 #if defined(TITAN_ADAMW8BIT_AVX512)
       if (inline_sqrt)
-        update_moments_avx512(g + at, absmax_m[b], absmax_v[b], s.beta1, s.one_minus_beta1,
-                              s.beta2, s.one_minus_beta2, scratch.m.data() + at,
-                              scratch.v.data() + at, count, &absmax_m[b], &absmax_v[b],
-                              &v_negative[b - chunk]);
+        update_moments_avx512(g + at, absmax_m[b], absmax_v[b], s.beta1, s.one_minus_beta1, s.beta2,
+                              s.one_minus_beta2, scratch.m.data() + at, scratch.v.data() + at,
+                              count, &absmax_m[b], &absmax_v[b], &v_negative[b - chunk]);
       else
 #endif
         update_moments(g + at, absmax_m[b], absmax_v[b], s.beta1, s.one_minus_beta1, s.beta2,
@@ -276,8 +340,8 @@ void step_blocks(T* param, const T* grad, uint8_t* codes_m, float* absmax_m, uin
 #if defined(TITAN_ADAMW8BIT_AVX512)
       if (inline_sqrt && !v_negative[b - chunk]) {
         update_and_quantize_avx512(p + at, scratch.m.data() + at, scratch.v.data() + at, s,
-                                   absmax_m[b], absmax_v[b], table_m, table_v,
-                                   codes_m + begin + at, codes_v + begin + at, count);
+                                   absmax_m[b], absmax_v[b], table_m, table_v, codes_m + begin + at,
+                                   codes_v + begin + at, count);
         continue;
       }
 #endif

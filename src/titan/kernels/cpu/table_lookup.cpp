@@ -38,44 +38,23 @@ void quantize_plain(const float* x, float inverse, const uint8_t* table, uint8_t
   for (; i < n; ++i) out[i] = table[quantize_grid_point(x[i] * inverse)];
 }
 
-#if defined(TITAN_X86_VECTORS)
-// 64 codes: each of the four planes is looked up with two 128-byte permutes (codes below 128,
-// codes from 128) and a blend on the code's top bit; interleaving the planes' bytes gives the
-// floats. The interleave works within 128-bit lanes, so the codes are put in the order that
-// makes its output come out in sequence: position 16L + j takes code 16 (j / 4) + 4L + j % 4.
+#if defined(TITAN_QUANTIZE_AVX512)
+// 64 codes at a time (floats64), the rest one by one.
 __attribute__((target("avx512f,avx512bw,avx512vbmi"))) void floats_vbmi(const uint8_t* codes,
                                                                         const FloatMap& map,
                                                                         float* out, int64_t n) {
-  __m512i plane[4][4];
-  for (int b = 0; b < 4; ++b)
-    for (int q = 0; q < 4; ++q) plane[b][q] = _mm512_load_si512(map.planes[b] + 64 * q);
-  alignas(64) static constexpr auto kOrder = [] {
-    std::array<uint8_t, 64> order{};
-    for (int p = 0; p < 64; ++p)
-      order[p] = static_cast<uint8_t>(16 * (p % 16 / 4) + 4 * (p / 16) + p % 4);
-    return order;
-  }();
-  const __m512i order = _mm512_load_si512(kOrder.data());
+  const MapRegisters regs = load_map(map);
   int64_t i = 0;
   for (; i + 64 <= n; i += 64) {
-    const __m512i c = _mm512_permutexvar_epi8(order, _mm512_loadu_si512(codes + i));
-    const __mmask64 high = _mm512_movepi8_mask(c);
-    __m512i byte[4];
-    for (int b = 0; b < 4; ++b)
-      byte[b] = _mm512_mask_blend_epi8(high, _mm512_permutex2var_epi8(plane[b][0], c, plane[b][1]),
-                                       _mm512_permutex2var_epi8(plane[b][2], c, plane[b][3]));
-    const __m512i low01 = _mm512_unpacklo_epi8(byte[0], byte[1]);
-    const __m512i high01 = _mm512_unpackhi_epi8(byte[0], byte[1]);
-    const __m512i low23 = _mm512_unpacklo_epi8(byte[2], byte[3]);
-    const __m512i high23 = _mm512_unpackhi_epi8(byte[2], byte[3]);
-    _mm512_storeu_si512(out + i, _mm512_unpacklo_epi16(low01, low23));
-    _mm512_storeu_si512(out + i + 16, _mm512_unpackhi_epi16(low01, low23));
-    _mm512_storeu_si512(out + i + 32, _mm512_unpacklo_epi16(high01, high23));
-    _mm512_storeu_si512(out + i + 48, _mm512_unpackhi_epi16(high01, high23));
+    __m512 values[4];
+    floats64(codes + i, regs, values);
+    for (int q = 0; q < 4; ++q) _mm512_storeu_ps(out + i + 16 * q, values[q]);
   }
   floats_plain(codes, map.values, out, n, i);
 }
+#endif
 
+#if defined(TITAN_X86_VECTORS)
 __attribute__((target("avx2"))) void floats_avx2(const uint8_t* codes, const float* map, float* out,
                                                  int64_t n) {
   int64_t i = 0;
@@ -124,7 +103,9 @@ void look_up_floats(const uint8_t* codes, const FloatMap& map, float* out, int64
 #if defined(TITAN_X86_VECTORS)
   switch (level()) {
     case Level::kAvx512Vbmi:
+#if defined(TITAN_QUANTIZE_AVX512)
       return floats_vbmi(codes, map, out, n);
+#endif
     case Level::kAvx512:
     case Level::kAvx2:
       return floats_avx2(codes, map.values, out, n);
@@ -144,6 +125,8 @@ void quantize(const float* x, float inverse, const GridTable& table, uint8_t* ou
 }
 
 #if defined(TITAN_QUANTIZE_AVX512)
+bool floats64_ok() { return level() == Level::kAvx512Vbmi; }
+
 bool quantize16_ok() {
   static const bool vl = __builtin_cpu_supports("avx512vl");
   return vl && (level() == Level::kAvx512 || level() == Level::kAvx512Vbmi);

@@ -46,6 +46,55 @@ void quantize(const float* x, float inverse, const GridTable& table, uint8_t* ou
 // Whether quantize16 may run here (AVX-512 F, BW and VL).
 bool quantize16_ok();
 
+// Whether floats64 may run here (AVX-512 F, BW and VBMI).
+bool floats64_ok();
+
+// A map's byte planes in registers, for floats64: plane[b][q] holds byte b of codes
+// 64q .. 64q + 63, and `order` the order of the codes that interleaving wants (floats64).
+struct MapRegisters {
+  __m512i plane[4][4];
+  __m512i order;
+};
+
+__attribute__((target("avx512f,avx512bw"), always_inline)) inline MapRegisters load_map(
+    const FloatMap& map) {
+  // Interleaving bytes works within 128-bit lanes, so the codes are put in the order that makes
+  // its output come out in sequence: position 16L + j takes code 16 (j / 4) + 4L + j % 4.
+  alignas(64) static constexpr auto kOrder = [] {
+    std::array<uint8_t, 64> order{};
+    for (int p = 0; p < 64; ++p)
+      order[p] = static_cast<uint8_t>(16 * (p % 16 / 4) + 4 * (p / 16) + p % 4);
+    return order;
+  }();
+  MapRegisters r;
+  for (int b = 0; b < 4; ++b)
+    for (int q = 0; q < 4; ++q) r.plane[b][q] = _mm512_load_si512(map.planes[b] + 64 * q);
+  r.order = _mm512_load_si512(kOrder.data());
+  return r;
+}
+
+// The map values of 64 codes, in sequence in out[0..3]: each of the four planes is looked up
+// with two 128-byte permutes (codes below 128, codes from 128) and a blend on the code's top
+// bit; interleaving the planes' bytes gives the floats.
+__attribute__((target("avx512f,avx512bw,avx512vbmi"), always_inline)) inline void floats64(
+    const uint8_t* codes, const MapRegisters& map, __m512 out[4]) {
+  const __m512i c = _mm512_permutexvar_epi8(map.order, _mm512_loadu_si512(codes));
+  const __mmask64 high = _mm512_movepi8_mask(c);
+  __m512i byte[4];
+  for (int b = 0; b < 4; ++b)
+    byte[b] =
+        _mm512_mask_blend_epi8(high, _mm512_permutex2var_epi8(map.plane[b][0], c, map.plane[b][1]),
+                               _mm512_permutex2var_epi8(map.plane[b][2], c, map.plane[b][3]));
+  const __m512i low01 = _mm512_unpacklo_epi8(byte[0], byte[1]);
+  const __m512i high01 = _mm512_unpackhi_epi8(byte[0], byte[1]);
+  const __m512i low23 = _mm512_unpacklo_epi8(byte[2], byte[3]);
+  const __m512i high23 = _mm512_unpackhi_epi8(byte[2], byte[3]);
+  out[0] = _mm512_castsi512_ps(_mm512_unpacklo_epi16(low01, low23));
+  out[1] = _mm512_castsi512_ps(_mm512_unpackhi_epi16(low01, low23));
+  out[2] = _mm512_castsi512_ps(_mm512_unpacklo_epi16(high01, high23));
+  out[3] = _mm512_castsi512_ps(_mm512_unpackhi_epi16(high01, high23));
+}
+
 // quantize()'s AVX-512 step: the codes of 16 values x * inverse, one a 32-bit lane.
 // max(y, -1) gives -1 for a NaN (its second operand), whose grid point is 0, as a NaN's is in
 // the scalar code; every point then lies in [0, 65535].

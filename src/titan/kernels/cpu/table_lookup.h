@@ -98,14 +98,36 @@ __attribute__((target("avx512f,avx512bw,avx512vbmi"), always_inline)) inline voi
 // quantize()'s AVX-512 step: the codes of 16 values x * inverse, one a 32-bit lane.
 // max(y, -1) gives -1 for a NaN (its second operand), whose grid point is 0, as a NaN's is in
 // the scalar code; every point then lies in [0, 65535].
-__attribute__((target("avx512f,avx512bw"), always_inline)) inline __m512i quantize16(
+// gather16 is quantize16 before its last step: each lane holds its code in its low byte and
+// the table's next three bytes above it (pack64 keeps the low bytes).
+__attribute__((target("avx512f,avx512bw"), always_inline)) inline __m512i gather16(
     __m512 x, __m512 inverse, const GridTable& table) {
   const __m512 one = _mm512_set1_ps(1.0f), half = _mm512_set1_ps(0.5f);
   __m512 y = _mm512_mul_ps(x, inverse);
   y = _mm512_min_ps(_mm512_max_ps(y, _mm512_set1_ps(-1.0f)), one);
   const __m512 t = _mm512_mul_ps(_mm512_add_ps(y, one), half);
   const __m512i point = _mm512_cvttps_epi32(_mm512_fmadd_ps(t, _mm512_set1_ps(65535.0f), half));
-  return _mm512_and_si512(_mm512_i32gather_epi32(point, table.bytes, 1), _mm512_set1_epi32(0xFF));
+  return _mm512_i32gather_epi32(point, table.bytes, 1);
+}
+
+__attribute__((target("avx512f,avx512bw"), always_inline)) inline __m512i quantize16(
+    __m512 x, __m512 inverse, const GridTable& table) {
+  return _mm512_and_si512(gather16(x, inverse, table), _mm512_set1_epi32(0xFF));
+}
+
+// The low bytes of the 64 lanes of a, b, c and d, in that order: two byte permutes of two
+// vectors each and one insert, where converting each vector (vpmovdb) would take two
+// operations on the same port, and the mask before them one more.
+__attribute__((target("avx512f,avx512bw,avx512vbmi"), always_inline)) inline __m512i pack64(
+    __m512i a, __m512i b, __m512i c, __m512i d) {
+  alignas(64) static constexpr auto kLowBytes = [] {
+    std::array<uint8_t, 64> index{};
+    for (int p = 0; p < 64; ++p) index[p] = static_cast<uint8_t>(4 * (p % 32));
+    return index;
+  }();
+  const __m512i low = _mm512_load_si512(kLowBytes.data());  // a's 16 then b's 16 (bit 6: b)
+  const __m512i ab = _mm512_permutex2var_epi8(a, low, b), cd = _mm512_permutex2var_epi8(c, low, d);
+  return _mm512_inserti64x4(ab, _mm512_castsi512_si256(cd), 1);
 }
 #endif
 

@@ -184,11 +184,27 @@ TEST(Blockwise8bit, VectorDequantisationEqualsTheMaps) {
   }
 }
 
-// The fused kernel's quantisation (grid points and a gather on AVX-512, kernels/cpu/
-// table_lookup.h) against bitsandbytes' per-element loop (blockwise_8bit.h), over a dense sweep
-// of float32 values: every 4099th float of [-2, 2], each code's value and the midpoints between
-// codes with their neighbouring floats, values on both sides of every grid point's boundary,
-// zeros, +-1, beyond +-1, infinities and NaN; under three scales.
+#if defined(TITAN_QUANTIZE_AVX512)
+// The fused kernel's 64-element step: four gathers packed into one vector (vec::pack64); the
+// last n % 64 values are left as they are.
+__attribute__((target("avx512f,avx512bw,avx512vbmi"))) void quantize_by_pack64(
+    const float* x, float inverse, const cpu::vec::GridTable& grid, uint8_t* out, int64_t n) {
+  const __m512 scale = _mm512_set1_ps(inverse);
+  for (int64_t i = 0; i + 64 <= n; i += 64) {
+    __m512i gathered[4];
+    for (int q = 0; q < 4; ++q)
+      gathered[q] = cpu::vec::gather16(_mm512_loadu_ps(x + i + 16 * q), scale, grid);
+    _mm512_storeu_si512(out + i,
+                        cpu::vec::pack64(gathered[0], gathered[1], gathered[2], gathered[3]));
+  }
+}
+#endif
+
+// The fused kernel's quantisation (grid points and a gather on AVX-512, 16 or 64 values a step,
+// kernels/cpu/table_lookup.h) against bitsandbytes' per-element loop (blockwise_8bit.h), over a
+// dense sweep of float32 values: every 4099th float of [-2, 2], each code's value and the midpoints
+// between codes with their neighbouring floats, values on both sides of every grid point's
+// boundary, zeros, +-1, beyond +-1, infinities and NaN; under three scales.
 TEST(Blockwise8bit, VectorQuantisationEqualsTheLoop) {
   std::vector<float> x;
   auto around = [&](float v) {
@@ -218,9 +234,9 @@ TEST(Blockwise8bit, VectorQuantisationEqualsTheLoop) {
   }
   for (int k = 0; k <= 65536; ++k)  // where fmaf((y + 1) * 0.5, 65535, 0.5) reaches k
     around(static_cast<float>((k - 0.5) / 65535.0 * 2.0 - 1.0));
-  for (const float v : {0.0f, -0.0f, 1.0f, -1.0f, 1.5f, -3.0f, INFINITY, -INFINITY,
-                        std::numeric_limits<float>::quiet_NaN(),
-                        std::numeric_limits<float>::denorm_min()})
+  for (const float v :
+       {0.0f, -0.0f, 1.0f, -1.0f, 1.5f, -3.0f, INFINITY, -INFINITY,
+        std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::denorm_min()})
     around(v);
   for (const bool is_signed : {true, false}) {
     const auto& table = quantize_table(is_signed);
@@ -231,6 +247,14 @@ TEST(Blockwise8bit, VectorQuantisationEqualsTheLoop) {
       for (size_t i = 0; i < x.size(); ++i)
         ASSERT_EQ(int{out[i]}, int{table[quantize_grid_point(x[i] * inverse)]})
             << "x " << x[i] << " inverse " << inverse << " signed " << is_signed;
+#if defined(TITAN_QUANTIZE_AVX512)
+      if (!cpu::vec::floats64_ok()) continue;
+      std::vector<uint8_t> packed(x.size());
+      quantize_by_pack64(x.data(), inverse, grid, packed.data(), static_cast<int64_t>(x.size()));
+      for (size_t i = 0; i < x.size() / 64 * 64; ++i)
+        ASSERT_EQ(int{packed[i]}, int{out[i]})
+            << "64 a step: x " << x[i] << " inverse " << inverse << " signed " << is_signed;
+#endif
     }
   }
 }
@@ -251,7 +275,8 @@ TEST(AdamW8bit, InlineSquareRootEqualsAtenSqrt) {
   for (uint32_t bits = 0; bits <= 0x7FFFFFFFu - 1021; bits += 1021) push_bits(bits);
   for (uint32_t bits = 0x80000000u; bits <= 0xFFFFFFFFu - 0x1000000u; bits += 0x1000000u)
     push_bits(bits);  // -0, negatives, -inf and negative NaNs
-  for (uint32_t bits = 0x18000000u; bits <= 0x19000000u; bits += 5) push_bits(bits);  // 2^-79..2^-77
+  for (uint32_t bits = 0x18000000u; bits <= 0x19000000u; bits += 5)
+    push_bits(bits);  // 2^-79..2^-77
   const at::Tensor in = at::from_blob(x.data(), {static_cast<int64_t>(x.size())}, at::kFloat);
   const at::Tensor expected = at::sqrt(in);
   at::Tensor got = at::empty_like(in);

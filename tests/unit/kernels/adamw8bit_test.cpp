@@ -185,6 +185,11 @@ TEST(Blockwise8bit, VectorDequantisationEqualsTheMaps) {
 }
 
 #if defined(TITAN_QUANTIZE_AVX512)
+// GCC 12 warns about the intrinsics' own undefined source operands (_mm512_undefined_*).
+#pragma GCC diagnostic push
+#if !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 // The fused kernel's 64-element step: four gathers packed into one vector (vec::pack64); the
 // last n % 64 values are left as they are.
 __attribute__((target("avx512f,avx512bw,avx512vbmi"))) void quantize_by_pack64(
@@ -198,6 +203,7 @@ __attribute__((target("avx512f,avx512bw,avx512vbmi"))) void quantize_by_pack64(
                         cpu::vec::pack64(gathered[0], gathered[1], gathered[2], gathered[3]));
   }
 }
+#pragma GCC diagnostic pop
 #endif
 
 // The fused kernel's quantisation (grid points and a gather on AVX-512, 16 or 64 values a step,

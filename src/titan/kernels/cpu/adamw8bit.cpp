@@ -171,11 +171,13 @@ __attribute__((target("avx512f,avx512bw,avx512dq,avx512vbmi"))) float dequantize
     }
   }
   if constexpr (kSecond) *v_negative = negative != 0;
-  alignas(64) float lanes[16];
-  _mm512_store_ps(lanes, top);
-  float best = 0.0f;
-  for (int l = 0; l < 16; ++l) best = lanes[l] > best ? lanes[l] : best;
-  return best;
+  // In registers, not through a store and 16 scalar loads: top holds no NaN (max keeps its
+  // second operand where the first is NaN) and no -0, so the order of the maxima does not matter.
+  const __m256 eight =
+      _mm256_max_ps(_mm512_extractf32x8_ps(top, 0), _mm512_extractf32x8_ps(top, 1));
+  __m128 four = _mm_max_ps(_mm256_castps256_ps128(eight), _mm256_extractf128_ps(eight, 1));
+  four = _mm_max_ps(four, _mm_movehl_ps(four, four));
+  return _mm_cvtss_f32(_mm_max_ss(four, _mm_shuffle_ps(four, four, 1)));
 }
 #endif
 

@@ -18,8 +18,9 @@
 //              block (kernels/cuda/adamw8bit.cu); no float32 copy of a state ever exists.
 //   reference  bitsandbytes' own sequence of ATen ops over whole tensors (any device).
 //
-// On the CPU both give the same bits as bitsandbytes (the fused kernel takes its square roots
-// from ATen's sqrt, which is what bitsandbytes calls). The parameter may be float32 or
+// On the CPU both give the same bits as bitsandbytes (the fused kernel's square roots are
+// MKL's, which ATen's sqrt and so bitsandbytes call: computed in registers as MKL's AVX-512
+// kernel does where a start-up check finds them equal, else by calling it). The parameter may be float32 or
 // bfloat16 (updated in float32 and rounded to nearest even, as bitsandbytes copies it back);
 // the gradient has the parameter's dtype.
 #pragma once

@@ -1,6 +1,11 @@
 // Compiled with -ffp-contract=off (CMakeLists.txt): every fused multiply-add below is an
 // explicit std::fmaf where bitsandbytes' ATen ops fuse, and nothing else may be contracted, or
 // the float32 results would differ from bitsandbytes' in their last bits.
+// GCC 12 warns about the AVX-512 intrinsics' own undefined source operands
+// (_mm512_undefined_*), wherever they are inlined.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include "titan/kernels/cpu/adamw8bit.h"
 
 #include <ATen/Parallel.h>
@@ -12,6 +17,7 @@
 #include <vector>
 
 #include "titan/common/error.h"
+#include "titan/kernels/cpu/mkl_sqrt.h"
 #include "titan/kernels/cpu/table_lookup.h"
 #include "titan/kernels/cpu/vector_math.h"
 #include "titan/kernels/dynamic_map.h"
@@ -30,19 +36,11 @@ namespace {
 constexpr int64_t kChunk = kAdamW8bitChunkBlocks * kQuantBlock;
 constexpr int64_t kAheadBlocks = 2;
 
-// A thread's working set for one chunk: the updated states, sqrt(v), the grid points of both
-// states, and float32 copies of a bfloat16 parameter and gradient.
+// A thread's working set for one chunk: the updated states, sqrt(v), and float32 copies of a
+// bfloat16 parameter and gradient.
 struct Scratch {
   std::vector<float> m, v, root, p, g;
-  std::vector<uint16_t> point_m, point_v;
-  Scratch()
-      : m(kChunk),
-        v(kChunk),
-        root(kChunk),
-        p(kChunk),
-        g(kChunk),
-        point_m(kChunk),
-        point_v(kChunk) {}
+  Scratch() : m(kChunk), v(kChunk), root(kChunk), p(kChunk), g(kChunk) {}
 };
 
 // Pass 1 over one block of `count` elements: m = fma(g, 1 - b1, m * b1) and
@@ -88,17 +86,108 @@ void update_moments(const float* g, float absmax_m, float absmax_v, float beta1,
   *new_absmax_v = best_v;
 }
 
-// Pass 3 over one block: p = p * decay + (step_size * m) / (root / c2 + eps), and the grid
-// points of m / absmax_m and v / absmax_v.
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(__APPLE__)
+// update_moments in 512-bit vectors (the compiler's clone keeps to 256 bits): the same
+// arithmetic, and max(|x|, top) is `|x| > top ? |x| : top` as there. Also says whether v has
+// a lane that sqrt16 must not take.
+__attribute__((target("avx512f,avx512dq"))) void update_moments_avx512(
+    const float* g, float absmax_m, float absmax_v, float beta1, float one_minus_beta1, float beta2,
+    float one_minus_beta2, float* m, float* v, int64_t count, float* new_absmax_m,
+    float* new_absmax_v, bool* v_negative) {
+  const __m512 scale_m = _mm512_set1_ps(absmax_m), scale_v = _mm512_set1_ps(absmax_v),
+               b1 = _mm512_set1_ps(beta1), c1 = _mm512_set1_ps(one_minus_beta1),
+               b2 = _mm512_set1_ps(beta2), c2 = _mm512_set1_ps(one_minus_beta2);
+  __m512 top_m = _mm512_setzero_ps(), top_v = _mm512_setzero_ps();
+  __mmask16 negative = 0;
+  for (int64_t i = 0; i < count; i += 16) {
+    const __mmask16 lanes =
+        count - i >= 16 ? __mmask16{0xFFFF} : static_cast<__mmask16>((1u << (count - i)) - 1);
+    const __m512 gi = _mm512_maskz_loadu_ps(lanes, g + i);
+    const __m512 mi = _mm512_fmadd_ps(
+        gi, c1, _mm512_mul_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(lanes, m + i), scale_m), b1));
+    const __m512 vi = _mm512_fmadd_ps(
+        _mm512_mul_ps(c2, gi), gi,
+        _mm512_mul_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(lanes, v + i), scale_v), b2));
+    _mm512_mask_storeu_ps(m + i, lanes, mi);
+    _mm512_mask_storeu_ps(v + i, lanes, vi);
+    top_m = _mm512_max_ps(_mm512_abs_ps(mi), top_m);  // zero lanes past the end change nothing
+    top_v = _mm512_max_ps(_mm512_abs_ps(vi), top_v);
+    negative |= sqrt16_negative(vi);
+  }
+  *v_negative = negative != 0;
+  alignas(64) float lanes_m[16], lanes_v[16];
+  _mm512_store_ps(lanes_m, top_m);
+  _mm512_store_ps(lanes_v, top_v);
+  float best_m = 0.0f, best_v = 0.0f;
+  for (int l = 0; l < 16; ++l) {
+    best_m = lanes_m[l] > best_m ? lanes_m[l] : best_m;
+    best_v = lanes_v[l] > best_v ? lanes_v[l] : best_v;
+  }
+  *new_absmax_m = best_m;
+  *new_absmax_v = best_v;
+}
+
+// One state's update_moments_avx512 arithmetic on 16 lanes from their map values.
+template <bool kSecond>
+__attribute__((target("avx512f,avx512dq"), always_inline)) inline void update_state16(
+    __m512 value, const float* g, float* x, int64_t i, __mmask16 lanes, __m512 scale, __m512 b,
+    __m512 c, __m512& top, __mmask16& negative) {
+  const __m512 gi = _mm512_maskz_loadu_ps(lanes, g + i);
+  const __m512 old = _mm512_mul_ps(_mm512_mul_ps(value, scale), b);
+  const __m512 xi =
+      kSecond ? _mm512_fmadd_ps(_mm512_mul_ps(c, gi), gi, old) : _mm512_fmadd_ps(gi, c, old);
+  _mm512_mask_storeu_ps(x + i, lanes, xi);
+  top = _mm512_max_ps(_mm512_abs_ps(xi), top);  // zero lanes past the end change nothing
+  if constexpr (kSecond) negative |= sqrt16_negative(xi);
+}
+
+// Pass 1 for one state of one block with its dequantisation in registers (vec::floats64), 64
+// elements at a time: update_moments_avx512's arithmetic for that state, without storing the
+// map values and loading them back. kSecond: the state is v, fma((1 - b2) * g, g, v * b2), and
+// *v_negative says whether it has a lane that sqrt16 must not take. Returns the new absmax.
+template <bool kSecond>
+__attribute__((target("avx512f,avx512bw,avx512dq,avx512vbmi"))) float dequantize_and_update_avx512(
+    const uint8_t* codes, const vec::FloatMap& map, const float* g, float absmax, float beta,
+    float one_minus_beta, float* x, int64_t count, bool* v_negative) {
+  const vec::MapRegisters regs = vec::load_map(map);
+  const __m512 scale = _mm512_set1_ps(absmax), b = _mm512_set1_ps(beta),
+               c = _mm512_set1_ps(one_minus_beta);
+  __m512 top = _mm512_setzero_ps();
+  __mmask16 negative = 0;
+  int64_t i = 0;
+  for (; i + 64 <= count; i += 64) {
+    __m512 values[4];
+    vec::floats64(codes + i, regs, values);
+    for (int q = 0; q < 4; ++q)
+      update_state16<kSecond>(values[q], g, x, i + 16 * q, 0xFFFF, scale, b, c, top, negative);
+  }
+  if (i < count) {  // the end of the last block: its map values through memory
+    vec::look_up_floats(codes + i, map, x + i, count - i);
+    for (; i < count; i += 16) {
+      const __mmask16 lanes =
+          count - i >= 16 ? __mmask16{0xFFFF} : static_cast<__mmask16>((1u << (count - i)) - 1);
+      update_state16<kSecond>(_mm512_maskz_loadu_ps(lanes, x + i), g, x, i, lanes, scale, b, c, top,
+                              negative);
+    }
+  }
+  if constexpr (kSecond) *v_negative = negative != 0;
+  // In registers, not through a store and 16 scalar loads: top holds no NaN (max keeps its
+  // second operand where the first is NaN) and no -0, so the order of the maxima does not matter.
+  const __m256 eight =
+      _mm256_max_ps(_mm512_extractf32x8_ps(top, 0), _mm512_extractf32x8_ps(top, 1));
+  __m128 four = _mm_max_ps(_mm256_castps256_ps128(eight), _mm256_extractf128_ps(eight, 1));
+  four = _mm_max_ps(four, _mm_movehl_ps(four, four));
+  return _mm_cvtss_f32(_mm_max_ss(four, _mm_shuffle_ps(four, four, 1)));
+}
+#endif
+
+// Pass 3 over one block: p = p * decay + (step_size * m) / (root / c2 + eps).
 TITAN_VECTOR_CLONES
-void update_parameter(float* p, const float* m, const float* v, const float* root, float inverse_m,
-                      float inverse_v, float decay, float step_size, float bias_correction2_sqrt,
-                      float eps, uint16_t* point_m, uint16_t* point_v, int64_t count) {
+void update_parameter(float* p, const float* m, const float* root, float decay, float step_size,
+                      float bias_correction2_sqrt, float eps, int64_t count) {
   for (int64_t i = 0; i < count; ++i) {
     const float denom = root[i] / bias_correction2_sqrt + eps;
     p[i] = p[i] * decay + (step_size * m[i]) / denom;
-    point_m[i] = static_cast<uint16_t>(quantize_grid_point(m[i] * inverse_m));
-    point_v[i] = static_cast<uint16_t>(quantize_grid_point(v[i] * inverse_v));
   }
 }
 
@@ -109,44 +198,93 @@ const vec::FloatMap& float_map(bool is_signed) {
   return is_signed ? signed_map : unsigned_map;
 }
 
-const vec::StepTable& step_table(bool is_signed) {
-  static const vec::StepTable signed_table(quantize_table(true)),
+const vec::GridTable& grid_table(bool is_signed) {
+  static const vec::GridTable signed_table(quantize_table(true)),
       unsigned_table(quantize_table(false));
   return is_signed ? signed_table : unsigned_table;
 }
 
-// The codes of one block from its grid points.
-void look_up(const uint16_t* point, const vec::StepTable& table, float absmax, uint8_t* codes,
-             int64_t count) {
+// One block's codes of its updated state.
+void quantize(const float* x, const vec::GridTable& table, float absmax, uint8_t* codes,
+              int64_t count) {
   if (absmax == 0.0f) {  // a block of zeros is index 0 (1 / 0 would make NaN points)
     std::memset(codes, 0, static_cast<size_t>(count));
     return;
   }
-  vec::look_up_steps(point, table, codes, count);
+  vec::quantize(x, 1.0f / absmax, table, codes, count);
 }
 
-}  // namespace
-}  // namespace titan::kernels::cpu
-
-// MKL's vector square root, which ATen's float32 sqrt calls on x86 torch wheels (exported by
-// libtorch_cpu there; weak, so that it is null where the build has no MKL).
-extern "C" __attribute__((weak)) void vsSqrt(int n, const float* in, float* out);
-
-namespace titan::kernels::cpu {
-namespace {
-
-// ATen's float32 sqrt over n contiguous values: what bitsandbytes' v.sqrt() runs, MKL's, which
-// is not always correctly rounded. Called directly where present (the same bits as at::sqrt,
-// the unit tests check, without an operator dispatch per chunk); else through ATen.
-void aten_sqrt(float* v, float* out, int64_t n) {
-  if (vsSqrt != nullptr) {
-    vsSqrt(static_cast<int>(n), v, out);
-    return;
+#if defined(TITAN_MKL_SQRT_INLINE) && defined(TITAN_QUANTIZE_AVX512)
+#define TITAN_ADAMW8BIT_AVX512 1
+// Passes 2 and 3 over one block in one loop, where the inline root applies (mkl_sqrt.h) and
+// the block's v has no negative value (none from AdamW's arithmetic): each
+// root is taken in registers and used at once, with update_parameter's arithmetic, and both
+// states are quantised from the same registers (quantize16). One loop lets the divisions and
+// the gathers, which use different units, overlap. A block of zeros gets its codes after.
+__attribute__((target("avx512f,avx512bw,avx512dq,avx512vl"))) void update_and_quantize_avx512(
+    float* p, const float* m, const float* v, const AdamW8bitFloats& s, float absmax_m,
+    float absmax_v, const vec::GridTable& table_m, const vec::GridTable& table_v, uint8_t* codes_m,
+    uint8_t* codes_v, int64_t count) {
+  const __m512 decay = _mm512_set1_ps(s.decay), step_size = _mm512_set1_ps(s.step_size),
+               c2 = _mm512_set1_ps(s.bias_correction2_sqrt), eps = _mm512_set1_ps(s.eps),
+               inverse_m = _mm512_set1_ps(1.0f / absmax_m),
+               inverse_v = _mm512_set1_ps(1.0f / absmax_v);
+  for (int64_t i = 0; i < count; i += 16) {
+    const __mmask16 lanes =
+        count - i >= 16 ? __mmask16{0xFFFF} : static_cast<__mmask16>((1u << (count - i)) - 1);
+    const __m512 m16 = _mm512_maskz_loadu_ps(lanes, m + i),
+                 v16 = _mm512_maskz_loadu_ps(lanes, v + i);
+    const __m512 root = sqrt16(v16);
+    const __m512 denom = _mm512_add_ps(_mm512_div_ps(root, c2), eps);
+    const __m512 update = _mm512_div_ps(_mm512_mul_ps(step_size, m16), denom);
+    _mm512_mask_storeu_ps(
+        p + i, lanes,
+        _mm512_add_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(lanes, p + i), decay), update));
+    _mm_mask_storeu_epi8(codes_m + i, lanes,
+                         _mm512_cvtepi32_epi8(vec::quantize16(m16, inverse_m, table_m)));
+    _mm_mask_storeu_epi8(codes_v + i, lanes,
+                         _mm512_cvtepi32_epi8(vec::quantize16(v16, inverse_v, table_v)));
   }
-  const at::Tensor in = at::from_blob(v, {n}, at::kFloat);
-  at::Tensor result = at::from_blob(out, {n}, at::kFloat);
-  at::sqrt_out(result, in);
+  if (absmax_m == 0.0f) std::memset(codes_m, 0, static_cast<size_t>(count));
+  if (absmax_v == 0.0f) std::memset(codes_v, 0, static_cast<size_t>(count));
 }
+
+// update_and_quantize_avx512 64 elements at a time where the CPU has VBMI: the codes of four
+// vectors are packed into one (vec::pack64) and stored at once. The end of the last block
+// takes update_and_quantize_avx512.
+__attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512vbmi"))) void
+update_and_quantize64_avx512(float* p, const float* m, const float* v, const AdamW8bitFloats& s,
+                             float absmax_m, float absmax_v, const vec::GridTable& table_m,
+                             const vec::GridTable& table_v, uint8_t* codes_m, uint8_t* codes_v,
+                             int64_t count) {
+  const __m512 decay = _mm512_set1_ps(s.decay), step_size = _mm512_set1_ps(s.step_size),
+               c2 = _mm512_set1_ps(s.bias_correction2_sqrt), eps = _mm512_set1_ps(s.eps),
+               inverse_m = _mm512_set1_ps(1.0f / absmax_m),
+               inverse_v = _mm512_set1_ps(1.0f / absmax_v);
+  int64_t i = 0;
+  for (; i + 64 <= count; i += 64) {
+    __m512i gm[4], gv[4];
+    for (int q = 0; q < 4; ++q) {
+      const int64_t at = i + 16 * q;
+      const __m512 m16 = _mm512_loadu_ps(m + at), v16 = _mm512_loadu_ps(v + at);
+      const __m512 root = sqrt16(v16);
+      const __m512 denom = _mm512_add_ps(_mm512_div_ps(root, c2), eps);
+      const __m512 update = _mm512_div_ps(_mm512_mul_ps(step_size, m16), denom);
+      _mm512_storeu_ps(p + at,
+                       _mm512_add_ps(_mm512_mul_ps(_mm512_loadu_ps(p + at), decay), update));
+      gm[q] = vec::gather16(m16, inverse_m, table_m);
+      gv[q] = vec::gather16(v16, inverse_v, table_v);
+    }
+    _mm512_storeu_si512(codes_m + i, vec::pack64(gm[0], gm[1], gm[2], gm[3]));
+    _mm512_storeu_si512(codes_v + i, vec::pack64(gv[0], gv[1], gv[2], gv[3]));
+  }
+  if (i < count)
+    update_and_quantize_avx512(p + i, m + i, v + i, s, absmax_m, absmax_v, table_m, table_v,
+                               codes_m + i, codes_v + i, count - i);
+  if (absmax_m == 0.0f) std::memset(codes_m, 0, static_cast<size_t>(count));
+  if (absmax_v == 0.0f) std::memset(codes_v, 0, static_cast<size_t>(count));
+}
+#endif
 
 // Asks for `bytes` from `begin` to be brought into the cache ahead of their use. The passes
 // below touch each array in bursts (the gradient only in pass 1, the parameter only in pass 3),
@@ -164,9 +302,16 @@ void step_blocks(T* param, const T* grad, uint8_t* codes_m, float* absmax_m, uin
   constexpr bool kFloat32 = std::is_same_v<T, float>;
   const vec::FloatMap& map_m = float_map(true);
   const vec::FloatMap& map_v = float_map(false);
-  const vec::StepTable& table_m = step_table(true);
-  const vec::StepTable& table_v = step_table(false);
+  const vec::GridTable& table_m = grid_table(true);
+  const vec::GridTable& table_v = grid_table(false);
   Scratch scratch;
+#if defined(TITAN_ADAMW8BIT_AVX512)
+  // Asked on each thread: MXCSR is its own.
+  const bool inline_sqrt = mkl_sqrt_inline_ok() && vec::quantize16_ok();
+  const bool fused_moments = inline_sqrt && vec::floats64_ok();
+#else
+  constexpr bool inline_sqrt = false;
+#endif
   for (int64_t chunk = first_block; chunk < end_block; chunk += kAdamW8bitChunkBlocks) {
     const int64_t chunk_end = std::min(end_block, chunk + kAdamW8bitChunkBlocks);
     const int64_t begin = chunk * kQuantBlock, end = std::min(n, chunk_end * kQuantBlock);
@@ -191,31 +336,65 @@ void step_blocks(T* param, const T* grad, uint8_t* codes_m, float* absmax_m, uin
              kQuantBlock;
     };
     auto ahead_size = [&](int64_t at) { return std::min(n - at, kQuantBlock); };
+    bool v_negative[kAdamW8bitChunkBlocks] = {};
     for (int64_t b = chunk; b < chunk_end; ++b) {
       const int64_t at = b * kQuantBlock - begin,
                     count = std::min(kQuantBlock, n - b * kQuantBlock);
       const int64_t next = ahead(b);
       prefetch(codes_m + next, ahead_size(next));
       prefetch(codes_v + next, ahead_size(next));
+#if defined(TITAN_ADAMW8BIT_AVX512)
+      if (fused_moments) {
+        prefetch(grad + next, ahead_size(next) * static_cast<int64_t>(sizeof(T)));
+        absmax_m[b] = dequantize_and_update_avx512<false>(codes_m + begin + at, map_m, g + at,
+                                                          absmax_m[b], s.beta1, s.one_minus_beta1,
+                                                          scratch.m.data() + at, count, nullptr);
+        absmax_v[b] = dequantize_and_update_avx512<true>(
+            codes_v + begin + at, map_v, g + at, absmax_v[b], s.beta2, s.one_minus_beta2,
+            scratch.v.data() + at, count, &v_negative[b - chunk]);
+        continue;
+      }
+#endif
       vec::look_up_floats(codes_m + begin + at, map_m, scratch.m.data() + at, count);
       vec::look_up_floats(codes_v + begin + at, map_v, scratch.v.data() + at, count);
       prefetch(grad + next, ahead_size(next) * static_cast<int64_t>(sizeof(T)));
-      update_moments(g + at, absmax_m[b], absmax_v[b], s.beta1, s.one_minus_beta1, s.beta2,
-                     s.one_minus_beta2, scratch.m.data() + at, scratch.v.data() + at, count,
-                     &absmax_m[b], &absmax_v[b]);
+#if defined(TITAN_ADAMW8BIT_AVX512)
+      if (inline_sqrt)
+        update_moments_avx512(g + at, absmax_m[b], absmax_v[b], s.beta1, s.one_minus_beta1, s.beta2,
+                              s.one_minus_beta2, scratch.m.data() + at, scratch.v.data() + at,
+                              count, &absmax_m[b], &absmax_v[b], &v_negative[b - chunk]);
+      else
+#endif
+        update_moments(g + at, absmax_m[b], absmax_v[b], s.beta1, s.one_minus_beta1, s.beta2,
+                       s.one_minus_beta2, scratch.m.data() + at, scratch.v.data() + at, count,
+                       &absmax_m[b], &absmax_v[b]);
     }
-    aten_sqrt(scratch.v.data(), scratch.root.data(), size);
+    if (!inline_sqrt) aten_sqrt(scratch.v.data(), scratch.root.data(), size);
     for (int64_t b = chunk; b < chunk_end; ++b) {
       const int64_t at = b * kQuantBlock - begin,
                     count = std::min(kQuantBlock, n - b * kQuantBlock);
       const int64_t next = ahead(b);
       prefetch(param + next, ahead_size(next) * static_cast<int64_t>(sizeof(T)));
-      update_parameter(p + at, scratch.m.data() + at, scratch.v.data() + at,
-                       scratch.root.data() + at, 1.0f / absmax_m[b], 1.0f / absmax_v[b], s.decay,
-                       s.step_size, s.bias_correction2_sqrt, s.eps, scratch.point_m.data() + at,
-                       scratch.point_v.data() + at, count);
-      look_up(scratch.point_m.data() + at, table_m, absmax_m[b], codes_m + begin + at, count);
-      look_up(scratch.point_v.data() + at, table_v, absmax_v[b], codes_v + begin + at, count);
+#if defined(TITAN_ADAMW8BIT_AVX512)
+      if (fused_moments && !v_negative[b - chunk]) {
+        update_and_quantize64_avx512(p + at, scratch.m.data() + at, scratch.v.data() + at, s,
+                                     absmax_m[b], absmax_v[b], table_m, table_v,
+                                     codes_m + begin + at, codes_v + begin + at, count);
+        continue;
+      }
+      if (inline_sqrt && !v_negative[b - chunk]) {
+        update_and_quantize_avx512(p + at, scratch.m.data() + at, scratch.v.data() + at, s,
+                                   absmax_m[b], absmax_v[b], table_m, table_v, codes_m + begin + at,
+                                   codes_v + begin + at, count);
+        continue;
+      }
+#endif
+      if (inline_sqrt)  // a negative v (not from AdamW): MKL's own roots for this block
+        aten_sqrt(scratch.v.data() + at, scratch.root.data() + at, count);
+      update_parameter(p + at, scratch.m.data() + at, scratch.root.data() + at, s.decay,
+                       s.step_size, s.bias_correction2_sqrt, s.eps, count);
+      quantize(scratch.m.data() + at, table_m, absmax_m[b], codes_m + begin + at, count);
+      quantize(scratch.v.data() + at, table_v, absmax_v[b], codes_v + begin + at, count);
     }
     if constexpr (!kFloat32)
       vec::float_to_bf16(p, reinterpret_cast<uint16_t*>(param + begin), size);
@@ -235,8 +414,11 @@ void adamw8bit_step(at::Tensor& param, const at::Tensor& grad, BlockwiseQuantize
   // Built before the threads start (function-local statics).
   for (const bool is_signed : {true, false}) {
     (void)float_map(is_signed);
-    (void)step_table(is_signed);
+    (void)grid_table(is_signed);
   }
+#if defined(TITAN_ADAMW8BIT_AVX512)
+  (void)mkl_sqrt_inline_ok();  // its one check against vsSqrt, before the threads start
+#endif
   auto run = [&](auto* p, const auto* g) {
     at::parallel_for(0, blocks, kAdamW8bitGrainBlocks, [&](int64_t first, int64_t end) {
       step_blocks(p, g, codes_m, absmax_m, codes_v, absmax_v, n, first, end, s);

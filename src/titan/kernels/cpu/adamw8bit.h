@@ -1,11 +1,13 @@
 // The fused CPU AdamW8bit step (kernels/adamw8bit.h gives the arithmetic): at::parallel_for
 // over the quantisation blocks, each thread taking chunks of kAdamW8bitChunkBlocks blocks in
-// three passes over data that stays in its L1 cache: (1) dequantise both states, update them in
-// float32 and take each block's new absmax; (2) ATen's float32 sqrt of the chunk's second
-// moments (the very function bitsandbytes calls, so the parameter is the same to the bit);
-// (3) update and write the parameter and quantise both states. The passes reach DRAM in bursts,
-// so each asks in advance for its lines two blocks ahead. Blocks are independent, so the result
-// does not depend on the number of threads.
+// passes over data that stays in its L1 cache: (1) dequantise both states, update them in
+// float32 and take each block's new absmax; (2) the square roots of the second moments, MKL's
+// (what ATen's float32 sqrt and so bitsandbytes' v.sqrt() call: not correctly rounded, so
+// taken to the bit as it does, mkl_sqrt.h); (3) update and write the parameter and quantise
+// both states. On AVX-512 (2) and (3) are one loop with each root computed in registers;
+// elsewhere, or where MKL's result is not reproduced, vsSqrt is called per chunk. The passes
+// reach DRAM in bursts, so each asks in advance for its lines two blocks ahead. Blocks are
+// independent, so the result does not depend on the number of threads.
 #pragma once
 
 #include <ATen/ATen.h>

@@ -59,12 +59,11 @@ namespace detail {
 
 // The buffer a tile is dequantised into: on the CPU one per calling thread, kept from call to
 // call and grown to the largest tile seen (at most kNf4TileElements elements, 16 MiB in
-// float32); elsewhere (the CUDA caching allocator reuses blocks already) a fresh tensor. A buffer
-// of up to 16 MiB made and freed per projection made the heap grow during a step: once glibc
-// keeps freed blocks (common/heap_reuse.h), a small allocation carved from the freed tile leaves
-// a hole just too small for the next tile (c10 asks posix_memalign for 64-byte alignment), so
-// each later tile extended the heap; whether that happened depended on the threads' timing (the
-// QLoRA start-up test peaked 0.35 GB higher in about half of the runs with two threads).
+// float32); elsewhere (the CUDA caching allocator reuses blocks already) a fresh tensor. Made and
+// freed once per projection, the CPU buffer made the heap grow during a step: once the trainer
+// has glibc keep freed blocks (common/heap_reuse.h), a freed tile was, depending on the threads'
+// timing, not reused by the next one, and each later tile extended the heap (the QLoRA start-up
+// test peaked 0.35 GB higher in about half of its runs at two threads; docs/kernels.md).
 inline at::Tensor tile_buffer(int64_t rows, int64_t cols, const at::TensorOptions& options) {
   if (!options.device().is_cpu()) return at::empty({rows, cols}, options);
   thread_local at::Tensor bytes;

@@ -1,7 +1,7 @@
 // The tiled NF4 matmul that the CPU and CUDA nf4_linear kernels share: the weight is
-// dequantised a tile of rows at a time into one reused buffer, each tile multiplied as soon as
-// it exists, so no more than one tile of the dequantised weight is ever alive. The backward
-// (d input = d output @ W) walks the same tiles. Only the dequantisation of a tile differs
+// dequantised a tile of rows at a time into one reused buffer (tile_buffer), each tile multiplied
+// as soon as it exists, so no more than one tile of the dequantised weight is ever alive. The
+// backward (d input = d output @ W) walks the same tiles. Only the dequantisation of a tile differs
 // between devices.
 #pragma once
 
@@ -57,12 +57,34 @@ inline Nf4Weight saved_nf4_weight(const torch::autograd::AutogradContext* ctx) {
 
 namespace detail {
 
+// The buffer a tile is dequantised into: on the CPU one per calling thread, kept from call to
+// call and grown to the largest tile seen (at most kNf4TileElements elements, 16 MiB in
+// float32); elsewhere (the CUDA caching allocator reuses blocks already) a fresh tensor. Made and
+// freed once per projection, the CPU buffer made the heap grow during a step: once the trainer
+// has glibc keep freed blocks (common/heap_reuse.h), a freed tile was, depending on the threads'
+// timing, not reused by the next one, and each later tile extended the heap (the QLoRA start-up
+// test peaked 0.35 GB higher in about half of its runs at two threads; docs/kernels.md).
+inline at::Tensor tile_buffer(int64_t rows, int64_t cols, const at::TensorOptions& options) {
+  if (!options.device().is_cpu()) return at::empty({rows, cols}, options);
+  thread_local at::Tensor bytes;
+  const int64_t needed =
+      rows * cols *
+      static_cast<int64_t>(c10::elementSize(c10::typeMetaToScalarType(options.dtype())));
+  if (!bytes.defined() || bytes.numel() < needed) {
+    bytes = at::Tensor();  // the old buffer goes before the new one is allocated
+    bytes = at::empty({needed}, at::TensorOptions(at::kByte));
+  }
+  return bytes.narrow(0, 0, needed)
+      .view(c10::typeMetaToScalarType(options.dtype()))
+      .view({rows, cols});
+}
+
 // y [N, rows] = x [N, cols] @ W^T, tile by tile: each tile's product goes straight into its
 // columns of y.
 inline at::Tensor tiled_forward(const at::Tensor& x, const Nf4Weight& w, DequantizeRowsFn rows_fn,
                                 GemmOutFn gemm) {
   const int64_t tile = nf4_tile_rows(w);
-  at::Tensor buffer = at::empty({tile, w.cols}, x.options());
+  at::Tensor buffer = tile_buffer(tile, w.cols, x.options());
   at::Tensor out = at::empty({x.size(0), w.rows}, x.options());
   for (int64_t r = 0; r < w.rows; r += tile) {
     const int64_t n = std::min(tile, w.rows - r);
@@ -78,7 +100,7 @@ inline at::Tensor tiled_backward(const at::Tensor& dy, const Nf4Weight& w, Dequa
                                  GemmOutFn gemm) {
   const int64_t tile = nf4_tile_rows(w);
   at::Tensor dx = at::empty({dy.size(0), w.cols}, dy.options());
-  at::Tensor buffer = at::empty({tile, w.cols}, dy.options());
+  at::Tensor buffer = tile_buffer(tile, w.cols, dy.options());
   for (int64_t r = 0; r < w.rows; r += tile) {
     const int64_t n = std::min(tile, w.rows - r);
     at::Tensor part = n == tile ? buffer : buffer.narrow(0, 0, n);

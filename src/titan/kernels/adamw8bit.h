@@ -20,9 +20,9 @@
 //
 // On the CPU both give the same bits as bitsandbytes (the fused kernel's square roots are
 // MKL's, which ATen's sqrt and so bitsandbytes call: computed in registers as MKL's AVX-512
-// kernel does where a start-up check finds them equal, else by calling it). The parameter may be float32 or
-// bfloat16 (updated in float32 and rounded to nearest even, as bitsandbytes copies it back);
-// the gradient has the parameter's dtype.
+// kernel does where a start-up check finds them equal, else by calling it). The parameter may be
+// float32 or bfloat16 (updated in float32 and rounded to nearest even, as bitsandbytes copies it
+// back); the gradient has the parameter's dtype.
 #pragma once
 
 #include <ATen/ATen.h>

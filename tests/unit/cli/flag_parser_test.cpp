@@ -26,8 +26,9 @@ TEST(FlagParser, ValuesBooleansAndDefaults) {
 }
 
 TEST(FlagParser, MistakesAreOneErrorNamingTheFlag) {
-  const std::string unknown =
-      error_of([] { FlagParser({"--modle", "m"}, "eval", {"--model", "--steps"}, {"--sft"}); });
+  const std::string unknown = error_of([] {
+    FlagParser({"--modle", "m"}, "eval", {"--model", "--steps"}, {"--sft"});
+  });
   EXPECT_NE(unknown.find("titan eval: unknown argument '--modle'; accepted: --model --steps --sft"),
             std::string::npos)
       << unknown;
@@ -35,11 +36,13 @@ TEST(FlagParser, MistakesAreOneErrorNamingTheFlag) {
   EXPECT_NE(missing.find("--model needs a value"), std::string::npos) << missing;
   const FlagParser flags({"--steps", "three", "--temperature", "hot"}, "generate",
                          {"--steps", "--temperature", "--prompt"});
-  EXPECT_NE(error_of([&] { flags.get_int("--steps", 1); })
-                .find("titan generate: --steps expects an integer, got 'three'"),
+  EXPECT_NE(error_of([&] {
+              flags.get_int("--steps", 1);
+            }).find("titan generate: --steps expects an integer, got 'three'"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { flags.get_double("--temperature", 1.0); })
-                .find("--temperature expects a number, got 'hot'"),
+  EXPECT_NE(error_of([&] {
+              flags.get_double("--temperature", 1.0);
+            }).find("--temperature expects a number, got 'hot'"),
             std::string::npos);
   EXPECT_NE(error_of([&] { flags.require("--prompt"); }).find("--prompt is required"),
             std::string::npos);

@@ -34,8 +34,8 @@ namespace {
 __attribute__((target("avx512f,avx512dq"))) void sqrt_avx512(const float* in, float* out,
                                                              int64_t n) {
   for (int64_t i = 0; i < n; i += 16) {
-    const __mmask16 lanes = n - i >= 16 ? __mmask16{0xFFFF}
-                                        : static_cast<__mmask16>((1u << (n - i)) - 1);
+    const __mmask16 lanes =
+        n - i >= 16 ? __mmask16{0xFFFF} : static_cast<__mmask16>((1u << (n - i)) - 1);
     const __m512 x = _mm512_maskz_loadu_ps(lanes, in + i);
     const __mmask16 negative = sqrt16_negative(x);
     _mm512_mask_storeu_ps(out + i, lanes, sqrt16(x));

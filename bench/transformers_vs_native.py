@@ -3,7 +3,8 @@
 (written here with Transformers), the same job (transformers_modeling_backend_debugmodel with
 model.flavor auto, so the two differ only in model.name), the same global batch, fp32. Layouts: 1
 process, TP 2 (sequence parallelism off on both sides), CP 2 on one row of --cp-seq tokens
-(with 1 process on that row beside it) and PP 2 (1F1B), each by torchrun (Gloo), the ranks
+(with 1 process on that row beside it; cp2ac the same with full activation checkpointing on
+both sides, for machines where two ranks at 4k do not fit) and PP 2 (1F1B), each by torchrun (Gloo), the ranks
 sharing this machine's cores (OMP_NUM_THREADS = cores / ranks). The two models run in turn
 layout by layout (--rounds > 1 runs each again and keeps each side's median step and largest
 peak).
@@ -48,6 +49,10 @@ LAYOUTS = {
                         "--parallelism.enable_sequence_parallel", "false"], False),
     "1long": ("1 process", 1, [], True),
     "cp2": ("CP 2", 2, ["--parallelism.context_parallel_degree", "2"], True),
+    # Two 0.6B ranks at 4k hold ~11.5 GB each without it: more than a 24 GB machine has.
+    "cp2ac": ("CP 2, full activation checkpointing", 2,
+              ["--parallelism.context_parallel_degree", "2",
+               "--activation_checkpoint.mode", "full"], True),
     "pp2": ("PP 2 (1F1B)", 2, ["--parallelism.pipeline_parallel_degree", "2",
                                "--parallelism.pipeline_parallel_schedule", "1F1B"], False),
 }

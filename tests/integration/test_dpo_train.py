@@ -109,29 +109,65 @@ def test_lora_with_the_starting_adapter_as_reference_matches_trl(tmp_path, base)
     assert abs(off[0]["rewards/chosen"]) > 1e-4 and ours[0]["rewards/chosen"] == 0
 
 
-@pytest.mark.parametrize("layout", ["fsdp2", "tp2"])
-def test_two_ranks_train_as_one_process(tmp_path, base, layout):
-    """FSDP: each rank takes one pair of a step's two, the loss and metrics are sums over the
-    pairs of every rank; TP: both ranks take both pairs, the head vocabulary-parallel."""
-    data = write_records(tmp_path / "pairs.jsonl", records("standard"))
-    one = titan_dpo(base, data, tmp_path / "one", "--training.steps", 3)
-    degrees = (["--parallelism.data_parallel_shard_degree", 2, "--training.local_batch_size", 1]
-               if layout == "fsdp2" else ["--parallelism.tensor_parallel_degree", 2])
+def titan_dpo_two_ranks(base, data, dump, *extra, steps=3):
+    """titan_dpo's run on two ranks (torchrun)."""
     args = ["train", "--module", "qwen3", "--config", "qwen3_debugmodel",
             "--model.flavor", "auto", "--model.hf_assets_path", base,
             "--checkpoint.initial_load_path", base, "--checkpoint.initial_load_in_hf",
-            "--training.objective", "dpo", "--training.steps", 3,
+            "--training.objective", "dpo", "--training.steps", steps,
             "--training.local_batch_size", BATCH, "--training.shuffle", "false",
             "--training.dataset_path", data, "--optimizer.lr", LR,
             "--optimizer.betas", "0.9,0.999", "--optimizer.weight_decay", 0,
             "--lr_scheduler.warmup_steps", 0, "--lr_scheduler.decay_ratio", 0,
-            "--job.dump_folder", tmp_path / "two", *degrees]
+            "--job.dump_folder", dump, *extra]
     torchrun(2, args)
-    two = read_metrics(tmp_path / "two")
-    assert len(two) == 3
-    for step, (a, b) in enumerate(zip(two, one), 1):
+    return read_metrics(dump)
+
+
+def assert_same_steps(ours, one, what, abs=1e-6):
+    assert len(ours) == len(one)
+    for step, (a, b) in enumerate(zip(ours, one), 1):
         for name in METRICS:
-            assert a[name] == pytest.approx(b[name], rel=1e-5, abs=1e-6), (layout, step, name)
+            assert a[name] == pytest.approx(b[name], rel=1e-5, abs=abs), (what, step, name)
+        assert a["loss"] == pytest.approx(b["loss"], rel=1e-5), (what, step)
+        assert a["grad_norm"] == pytest.approx(b["grad_norm"], rel=1e-5), (what, step)
+
+
+@pytest.mark.parametrize("layout", ["fsdp2", "tp2", "cp2"])
+def test_two_ranks_train_as_one_process(tmp_path, base, layout):
+    """FSDP: each rank takes one pair of a step's two, the loss and metrics are sums over the
+    pairs of every rank; TP: both ranks take both pairs, the head vocabulary-parallel; CP: both
+    ranks take both pairs, each holding half the tokens of every row (chosen and rejected), the
+    rows' log-probabilities summed over the two."""
+    data = write_records(tmp_path / "pairs.jsonl", records("standard"))
+    one = titan_dpo(base, data, tmp_path / "one", "--training.steps", 3)
+    degrees = {"fsdp2": ["--parallelism.data_parallel_shard_degree", 2,
+                         "--training.local_batch_size", 1],
+               "tp2": ["--parallelism.tensor_parallel_degree", 2],
+               "cp2": ["--parallelism.context_parallel_degree", 2]}[layout]
+    two = titan_dpo_two_ranks(base, data, tmp_path / "two", *degrees)
+    assert_same_steps(two, one, layout)
+
+
+def test_context_parallel_precomputed_reference_and_transformers_backend(tmp_path, base):
+    """CP 2 with the reference's table computed before training (each cp rank forwarding its
+    part of the rows, the parts summed), and CP 2 on the Transformers backend (its attention
+    routed through titan's context attention, the load balancer none): each trains as its model
+    on one process."""
+    data = write_records(tmp_path / "pairs.jsonl", records("conversational"))
+    one = titan_dpo(base, data, tmp_path / "one", "--training.steps", 3)
+    cp = ["--parallelism.context_parallel_degree", 2]
+    table = titan_dpo_two_ranks(base, data, tmp_path / "table", *cp,
+                                "--dpo.precompute_reference", "true")
+    assert_same_steps(table, one, "precomputed")
+    path1 = ["--model.name", "transformers", "--model.attn_implementation", "eager"]
+    hf_one = titan_dpo(base, data, tmp_path / "hf_one", "--training.steps", 3, *path1)
+    hf = titan_dpo_two_ranks(base, data, tmp_path / "hf", *cp, *path1,
+                             "--parallelism.context_parallel_load_balancer", "none")
+    # A sequence's log-probability (~-130 here) is summed in two parts here and in one there,
+    # which may round it a float32 ulp (1.5e-5 at 130) apart; a reward is beta (0.1) x the
+    # difference of two such sums and carries that: 1e-6 apart is chance, 5e-6 is not.
+    assert_same_steps(hf, hf_one, "transformers", abs=5e-6)
 
 
 def test_precomputed_reference_is_the_live_one_and_resumes(tmp_path, base):

@@ -123,11 +123,7 @@ void check_objective(const TrainerConfig& c) {
               "parallelism.pipeline_parallel_degree = ", c.parallelism.pipeline_parallel_degree,
               ": training.objective = \"dpo\" does not run pipeline-parallel (a pair's "
               "log-probabilities need the reference's and the policy's forwards of whole rows); "
-              "use data, tensor or expert parallelism");
-  TITAN_CHECK(c.parallelism.context_parallel_degree <= 1,
-              "parallelism.context_parallel_degree = ", c.parallelism.context_parallel_degree,
-              ": training.objective = \"dpo\" does not run context-parallel yet; use data, "
-              "tensor or expert parallelism");
+              "use data, tensor, context or expert parallelism");
   TITAN_CHECK(d.reference != "adapters_off" || lora,
               "dpo.reference = \"adapters_off\" needs LoRA (model.converters = [\"lora\"]): "
               "without adapters the reference is the starting weights, dpo.reference = "

@@ -22,24 +22,36 @@ void check_context_parallel(const config::TrainerConfig& cfg) {
 
 ContextParallelBatch::ContextParallelBatch(const distributed::MeshContext& parallel)
     : shards_(parallel.sequence_shards()) {
-  if (shards_ != nullptr) mine_ = shards_->indices_of(parallel.coordinate("cp"));
+  if (shards_ == nullptr) return;
+  rank_ = parallel.coordinate("cp");
+  mine_ = shards_->indices_of(rank_);
 }
 
 data::Batch ContextParallelBatch::shard(const data::Batch& batch) const {
   if (!shards_) return batch;
-  const int64_t rows = batch.inputs.size(0), length = batch.inputs.size(1);
-  TITAN_CHECK(batch.inputs.dim() == 2 && length == shards_->seq_len(),
-              "context parallelism: rows of ", shards_->seq_len(), " tokens expected, got ",
+  TITAN_CHECK(batch.inputs.dim() == 2, "context parallelism: rows [batch, tokens] expected, got ",
               batch.inputs.sizes());
-  auto part = [&](const at::Tensor& t) { return t.index_select(1, mine_.to(t.device())); };
+  const int64_t rows = batch.inputs.size(0), length = batch.inputs.size(1);
+  // Language-model rows are training.seq_len long; preference pairs are padded to their
+  // longest row, a multiple of the balancer's chunks (dpo_run.cpp), and split the same way
+  // (the attention lays out whatever length it gets).
+  const at::Tensor mine =
+      length == shards_->seq_len()
+          ? mine_
+          : distributed::SequenceShards(length, shards_->degree(), shards_->balancer())
+                .indices_of(rank_);
+  auto part = [&](const at::Tensor& t) { return t.index_select(1, mine.to(t.device())); };
   data::Batch out;
   out.inputs = part(batch.inputs);
   out.labels = part(batch.labels);
   // Causal rows: a token's position is its place in the row.
   out.positions = batch.positions.defined() ? part(batch.positions)
-                                            : mine_.unsqueeze(0).expand({rows, -1}).contiguous();
+                                            : mine.unsqueeze(0).expand({rows, -1}).contiguous();
   if (batch.document_ids.defined()) out.document_ids = part(batch.document_ids);
   out.positions_end = length;
+  // A pair's facts are whole-row ones: every cp rank keeps them.
+  out.completion_tokens = batch.completion_tokens;
+  out.pair_records = batch.pair_records;
   return out;
 }
 

@@ -24,12 +24,14 @@ class ContextParallelBatch {
   // The shards `parallel` made of a row, and this rank's place on cp.
   explicit ContextParallelBatch(const distributed::MeshContext& parallel);
 
-  // This rank's part of `batch` (rows of training.seq_len tokens); the batch itself when cp is 1.
+  // This rank's part of `batch` (rows of training.seq_len tokens, or preference pairs padded to
+  // a multiple of the balancer's chunks); the batch itself when cp is 1.
   data::Batch shard(const data::Batch& batch) const;
 
  private:
   const distributed::SequenceShards* shards_ = nullptr;
-  at::Tensor mine_;  // int64 [S / cp]: the rank's tokens
+  int64_t rank_ = 0;  // this rank's place on cp
+  at::Tensor mine_;   // int64 [S / cp]: the rank's tokens of a training.seq_len row
 };
 
 }  // namespace titan::train

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "titan/common/error.h"
+#include "titan/distributed/differentiable_collectives.h"
 #include "titan/distributed/mesh_context.h"
 #include "titan/train/batch_loss.h"
 #include "titan/train/loader_options.h"
@@ -61,7 +62,19 @@ DpoForwardBackward::DpoForwardBackward(models::Model& model, const CausalLmLoss&
       device_(device),
       settings_(std::move(settings)),
       reference_(reference),
-      step_pairs_(step_pairs) {}
+      step_pairs_(step_pairs),
+      cp_batch_(parallel) {}
+
+at::Tensor DpoForwardBackward::pair_logps(const at::Tensor& hidden, const at::Tensor& labels) {
+  const at::Tensor mine = sequence_logps(loss_, hidden, labels);
+  if (parallel_.degree("cp") == 1) return mine;
+  // Under context parallelism every row, the chosen and the rejected of each pair alike, is
+  // split over the cp ranks: each holds a part of every sequence, never a whole one. The parts'
+  // sums add up to the sequence's, and every cp rank then computes the same DPO loss from the
+  // same totals. The gradient passes back unchanged to each rank's part, and the data-parallel
+  // reduction sums the parts' gradients over cp, which gives the whole sequence's.
+  return distributed::sum_over_group(mine, parallel_.mesh().group("cp"));
+}
 
 at::Tensor DpoForwardBackward::run(const std::vector<data::Batch>& batches,
                                    const StepScale& scale) {
@@ -72,9 +85,10 @@ at::Tensor DpoForwardBackward::run(const std::vector<data::Batch>& batches,
     int64_t mine = 0;
     for (const data::Batch& b : batches) mine += chosen_label_tokens(b.labels);
     at::Tensor total = at::full({1}, static_cast<double>(mine), dbl);
-    parallel_.all_reduce("batch", total);
+    parallel_.all_reduce("loss", total);  // a cp rank counts its part of each row
     step_chosen_tokens = std::max(1.0, total.item<double>());
   }
+  const int64_t cp_ranks = parallel_.degree("cp");
   at::Tensor loss_sum = at::zeros({1}, dbl);
   metric_sums_ = at::zeros({static_cast<int64_t>(dpo_metric_names().size())}, dbl);
   for (size_t i = 0; i < batches.size(); ++i) {
@@ -88,23 +102,29 @@ at::Tensor DpoForwardBackward::run(const std::vector<data::Batch>& batches,
       reference = at::cat({rows.select(1, 0), rows.select(1, 1)}).to(at::kFloat);
     } else {
       reference_.with_reference([&] {
-        reference =
-            sequence_logps(loss_, model_.forward_packed(inputs, documents).hidden, b.labels);
+        reference = pair_logps(model_.forward_packed(inputs, documents).hidden, b.labels);
         parallel_.finish_forward_only();  // FSDP's units may keep their gathered values
       });
     }
     const bool last = i + 1 == batches.size();
     parallel_.start_backward(last);
     const models::ModelOutput out = model_.forward_packed(inputs, documents);
-    const PairLogps logps{sequence_logps(loss_, out.hidden, b.labels), reference,
+    const PairLogps logps{pair_logps(out.hidden, b.labels), reference,
                           b.completion_tokens.to(device_)};
-    at::Tensor loss =
+    const at::Tensor dpo =
         dpo_loss_share(logps, settings_, static_cast<double>(step_pairs_), step_chosen_tokens);
-    if (out.extra_loss.defined()) loss = loss + out.extra_loss / scale.extra_scale;
+    at::Tensor loss = dpo;
+    at::Tensor extra;
+    if (out.extra_loss.defined()) loss = loss + (extra = out.extra_loss / scale.extra_scale);
     if (scale.poison) loss = loss * std::numeric_limits<double>::quiet_NaN();
     loss.backward();
     parallel_.finish_backward(last, params_);
-    loss_sum.add_(loss.detach().to(at::kDouble));
+    // The step's loss is summed over the "loss" ranks (dp x cp): each cp rank holds the whole
+    // DPO term (counted once over them) and its own tokens' part of the auxiliary loss.
+    at::Tensor reported = dpo.detach().to(at::kDouble) / static_cast<double>(cp_ranks);
+    if (extra.defined()) reported = reported + extra.detach().to(at::kDouble);
+    if (scale.poison) reported = reported * std::numeric_limits<double>::quiet_NaN();
+    loss_sum.add_(reported);
     metric_sums_.add_(dpo_metric_sums(logps, settings_.beta));
   }
   return loss_sum;
@@ -116,9 +136,8 @@ at::Tensor DpoForwardBackward::precompute(data::BatchSource& pairs, int64_t reco
   at::Tensor sums = at::zeros({records, 2}, dbl), counts = at::zeros({records}, dbl);
   const auto forward = [&](const data::Batch& b) {
     at::NoGradGuard no_grad;
-    const at::Tensor logps = sequence_logps(
-        loss_, model_.forward_packed(b.inputs.to(device_), packed_documents(b, device_)).hidden,
-        b.labels);
+    const at::Tensor logps = pair_logps(
+        model_.forward_packed(b.inputs.to(device_), packed_documents(b, device_)).hidden, b.labels);
     parallel_.finish_forward_only();
     return logps;
   };
@@ -127,7 +146,7 @@ at::Tensor DpoForwardBackward::precompute(data::BatchSource& pairs, int64_t reco
   while (true) {
     const nlohmann::json at = pairs.state();
     if (at["epoch"].get<int64_t>() > 0 || at["record"].get<int64_t>() >= records) break;
-    const data::Batch b = pairs.next();
+    const data::Batch b = cp_batch_.shard(pairs.next());
     at::Tensor logps;
     if (reference != nullptr)
       reference->with_reference([&] { logps = forward(b); });

@@ -4,11 +4,15 @@
 // cross-entropy, through the same head and loss kernel as language-model training, the
 // vocabulary-parallel one under tensor parallelism), then the DPO loss (dpo_loss.h) as this
 // micro-batch's share of the step's, and its backward. The step's metric sums (dpo_metric_sums)
-// are kept for the log. With a precomputed table of the reference's log-probabilities
-// (dpo.precompute_reference; precompute()) the reference's forward is a look-up instead.
+// are kept for the log. Under context parallelism each rank holds a part of every row (both
+// sequences of a pair alike): the rows' sums are added up over cp before the loss, which every
+// cp rank then computes whole (pair_logps). With a precomputed table of the reference's
+// log-probabilities (dpo.precompute_reference; precompute()) the reference's forward is a look-up
+// instead.
 #pragma once
 
 #include "titan/data/batch_source.h"
+#include "titan/train/context_parallel_batch.h"
 #include "titan/train/forward_backward.h"
 #include "titan/train/preference/dpo_loss.h"
 #include "titan/train/preference/reference_weights.h"
@@ -57,6 +61,11 @@ class DpoForwardBackward : public ForwardBackward {
   int64_t step_pairs_;
   at::Tensor metric_sums_;
   const at::Tensor* table_ = nullptr;
+  ContextParallelBatch cp_batch_;  // the precomputation's pairs, split as the trainer's
+
+  // Each row's completion log-probability (sequence_logps), summed over the context-parallel
+  // ranks' parts of the row.
+  at::Tensor pair_logps(const at::Tensor& hidden, const at::Tensor& labels);
 };
 
 }  // namespace titan::train

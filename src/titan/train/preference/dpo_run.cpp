@@ -1,7 +1,5 @@
 #include "titan/train/preference/dpo_run.h"
 
-#include <algorithm>
-
 #include "titan/checkpoint/training_checkpoint.h"
 #include "titan/common/error.h"
 #include "titan/data/preference_loader.h"
@@ -19,9 +17,6 @@ std::unique_ptr<data::BatchSource> DpoRun::loader(std::shared_ptr<const data::To
   data::PreferenceLoaderOptions options = preference_loader_options(cfg_, *tokenizer);
   options.row_rank = row_rank;
   options.row_ranks = row_ranks;
-  // Sequence parallelism splits a row's tokens over the tensor-parallel ranks (right padding
-  // changes no real token's output).
-  options.pad_multiple = std::max<int64_t>(1, cfg_.parallelism.tensor_parallel_degree);
   return std::make_unique<data::PreferenceLoader>(std::move(tokenizer), cfg_.training.dataset_path,
                                                   options);
 }

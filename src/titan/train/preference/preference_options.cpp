@@ -1,7 +1,10 @@
 #include "titan/train/preference/preference_options.h"
 
+#include <algorithm>
+
 #include "titan/config/derived_defaults.h"
 #include "titan/data/chat_template.h"
+#include "titan/distributed/sequence_shards.h"
 
 namespace titan::train {
 
@@ -23,6 +26,15 @@ data::PreferenceLoaderOptions preference_loader_options(const config::TrainerCon
   if (cfg.training.shuffle) o.shuffle_seed = static_cast<uint64_t>(cfg.training.seed);
   o.prefetch = cfg.training.prefetch_batches;
   o.chat_template = [assets] { return data::load_chat_template(assets); };
+  // Sequence parallelism splits a row's tokens over the tensor-parallel ranks, and context
+  // parallelism over its load balancer's chunks, each cp rank's part then over tp (right
+  // padding changes no real token's output).
+  const config::ParallelismConfig& p = cfg.parallelism;
+  o.pad_multiple = std::max<int64_t>(1, p.tensor_parallel_degree);
+  if (p.context_parallel_degree > 1)
+    o.pad_multiple *= distributed::sequence_chunks(
+        p.context_parallel_degree,
+        distributed::parse_load_balancer(p.context_parallel_load_balancer));
   return o;
 }
 

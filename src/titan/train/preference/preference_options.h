@@ -1,8 +1,9 @@
 // The preference loader's settings from a trainer config (training.objective dpo): pairs per
 // micro-batch (training.local_batch_size), dpo.max_length and truncation_mode, shuffling from
-// training.seed, prefetching, and from the tokenizer folder the eos text TRL appends to text
-// completions (tokenizer_config.json's eos_token), the pad id and the chat template (loaded
-// when the first conversational record is read). One place, so training, evaluation and
+// training.seed, prefetching, the rows' padding for sequence and context parallelism, and from
+// the tokenizer folder the eos text TRL appends to text completions (tokenizer_config.json's
+// eos_token), the pad id and the chat template (loaded when the first conversational record is
+// read). One place, so training, evaluation and
 // check-data read pairs alike.
 #pragma once
 

@@ -3,8 +3,11 @@ the same random checkpoint (the debug model's shape unless --shape 0.6b: vocabul
 hidden 256, 4 layers), the same pairs (--batch pairs of about --seq tokens a sequence), fp32,
 OMP_NUM_THREADS threads (--layers N: the shape with N layers, for a quicker profile at the
 0.6B vocabulary and width), for full fine-tuning (the reference a frozen copy: titan's copy of the
-trained tensors, TRL's second model) and LoRA (rank 8 on every projection, the reference the
-adapters off: titan's zeros, TRL's disable_adapter()).
+trained tensors, TRL's second model), full fine-tuning with the reference's log-probabilities
+precomputed (full_precomputed: titan's dpo.precompute_reference, TRL's precompute_ref_log_probs;
+neither keeps a reference model, and neither's step time counts the precomputation) and LoRA
+(rank 8 on every projection, the reference the adapters off: titan's zeros, TRL's
+disable_adapter()).
 
 Each run is a process of its own: its peak resident memory (ru_maxrss, from wait4), its peak
 anonymous memory (RssAnon sampled every 50 ms: what it allocated, without the checkpoint pages
@@ -20,7 +23,7 @@ torch.profiler) into DIR/{titan,trl}_<kind>.json, for bench/profile_table.py; th
 is then one of those timed, so profile and time in separate runs.
 
 usage: build/python bench/dpo_step_time.py [--steps 3] [--batch 2] [--seq 512] [--shape debug]
-           [--layers N] [--kinds lora,full] [--limit-gib 20] [--traces DIR]
+           [--layers N] [--kinds lora,full,full_precomputed] [--limit-gib 20] [--traces DIR]
            (TITAN_BIN: the titan binary to run)
 """
 import argparse
@@ -120,6 +123,8 @@ def titan_run(kind, base, data, job, args, env):
     if kind == "lora":
         cmd += ["--model.converters", "lora", "--lora.rank", "8", "--lora.alpha", "16",
                 "--dpo.reference", "adapters_off"]
+    if kind == "full_precomputed":
+        cmd += ["--dpo.precompute_reference", "true"]
     if args.traces:
         cmd += ["--profiling.enable_profiling", "--profiling.profile_freq", str(args.steps)]
     out, rss, anon, why = run_child(cmd, env, f"titan {kind}", args.limit_gib * GIB)
@@ -176,7 +181,8 @@ def peer_main(kind, base, data, args):
 
     trl_dpo_peer.DPOTrainer = Timed
     trl_dpo_peer.trl_dpo(base, rows, steps=args.steps, batch=args.batch, lr=1e-5,
-                         peft_config=peft_config, max_length=args.seq)
+                         peft_config=peft_config, max_length=args.seq,
+                         precompute=kind == "full_precomputed")
     print(json.dumps({"step_s": statistics.median(times[1:])}))
 
 

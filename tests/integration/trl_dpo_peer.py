@@ -52,12 +52,14 @@ class _Logs(TrainerCallback):
 
 def trl_dpo(model_dir, rows, steps=4, batch=2, lr=1e-3, loss_type=("sigmoid",), beta=0.1,
             peft_config=None, max_length=1024, model=None, adapters_off=False,
-            router_aux_loss_coef=None):
+            router_aux_loss_coef=None, precompute=False):
     """TRL's per-step logs ({metric: value} per optimizer step) of a DPO run: of the model in
     `model_dir`, or of `model` (e.g. a PeftModel with its starting adapter, which TRL copies as
     the reference) with the tokenizer of `model_dir`. With `adapters_off` that copy is dropped
     before training, so that TRL's reference is its other PEFT one: the adapters disabled.
-    `router_aux_loss_coef`: TRL's weight of a MoE model's auxiliary loss (None: the config's)."""
+    `router_aux_loss_coef`: TRL's weight of a MoE model's auxiliary loss (None: the config's).
+    `precompute`: TRL's precompute_ref_log_probs (the reference's log-probabilities computed
+    before training; without PEFT no reference model is then kept)."""
     tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
     logs = _Logs()
     with tempfile.TemporaryDirectory() as out:
@@ -70,7 +72,8 @@ def trl_dpo(model_dir, rows, steps=4, batch=2, lr=1e-3, loss_type=("sigmoid",), 
             beta=beta, loss_type=list(loss_type), max_length=max_length,
             train_sampling_strategy="sequential",
             model_init_kwargs={"dtype": "float32"} if model is None else None,
-            router_aux_loss_coef=router_aux_loss_coef, dataloader_num_workers=0)
+            router_aux_loss_coef=router_aux_loss_coef, dataloader_num_workers=0,
+            precompute_ref_log_probs=precompute)
         trainer = DPOTrainer(model=str(model_dir) if model is None else model, args=args,
                              train_dataset=Dataset.from_list(rows), processing_class=tokenizer,
                              callbacks=[logs], peft_config=peft_config)

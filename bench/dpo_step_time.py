@@ -18,12 +18,18 @@ stopped (before the kernel's OOM killer would stop the shared machine's other wo
 says so, with the peak it had reached. The 1-minute load average before
 and after each row is printed beside it: the machine may be shared.
 
+--titan-env NAME=VALUE (repeatable) sets an environment variable for titan's process only, e.g.
+MALLOC_MMAP_THRESHOLD_=4194304: glibc then serves blocks of 4 MiB and more with their own
+mappings and gives them back when freed, where titan otherwise keeps freed blocks for reuse
+(docs/preference.md, "Memory").
+
 With --traces DIR, each side's last step is traced (titan's profiling.enable_profiling, TRL's
 torch.profiler) into DIR/{titan,trl}_<kind>.json, for bench/profile_table.py; the traced step
 is then one of those timed, so profile and time in separate runs.
 
 usage: build/python bench/dpo_step_time.py [--steps 3] [--batch 2] [--seq 512] [--shape debug]
            [--layers N] [--kinds lora,full,full_precomputed] [--limit-gib 20] [--traces DIR]
+           [--titan-env NAME=VALUE ...]
            (TITAN_BIN: the titan binary to run)
 """
 import argparse
@@ -127,6 +133,7 @@ def titan_run(kind, base, data, job, args, env):
         cmd += ["--dpo.precompute_reference", "true"]
     if args.traces:
         cmd += ["--profiling.enable_profiling", "--profiling.profile_freq", str(args.steps)]
+    env = dict(env, **dict(item.split("=", 1) for item in args.titan_env))
     out, rss, anon, why = run_child(cmd, env, f"titan {kind}", args.limit_gib * GIB)
     if why:
         return {"why": why, "rss": rss, "anon": anon}
@@ -220,6 +227,8 @@ def main():
     p.add_argument("--kinds", default="full,lora")
     p.add_argument("--limit-gib", type=float, default=20.0)
     p.add_argument("--traces", help="trace each side's last step into this folder")
+    p.add_argument("--titan-env", action="append", default=[], metavar="NAME=VALUE",
+                   help="an environment variable for titan's process only")
     p.add_argument("--child")
     p.add_argument("--base")
     p.add_argument("--data")
@@ -234,8 +243,9 @@ def main():
         make_base(tmp / "base", args.shape, args.layers)
         make_pairs(tmp / "pairs.jsonl", args.steps * args.batch, args.seq)
         layers = f" with {args.layers} layers" if args.layers else ""
+        titan_env = f", titan with {' '.join(args.titan_env)}" if args.titan_env else ""
         print(f"DPO, {args.shape} shape{layers}, {args.batch} pairs x ~{args.seq} tokens, "
-              f"{args.steps} steps, fp32, {env['OMP_NUM_THREADS']} threads")
+              f"{args.steps} steps, fp32, {env['OMP_NUM_THREADS']} threads{titan_env}")
         print("| case | titan step | TRL step | speed-up | titan peak RSS | titan peak anon | "
               "TRL peak RSS | TRL peak anon | load average |")
         print("|---|---:|---:|---:|---:|---:|---:|---:|---|")

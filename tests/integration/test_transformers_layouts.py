@@ -3,7 +3,7 @@ family's random debug model (built with Transformers) trained by one process, wh
 and gradient norm equal Transformers' own forward and backward of the same packed rows (each
 document run alone), and then under each layout its row claims (FSDP 2, TP 2 with sequence
 parallelism and loss parallel, EP 2, CP 2, PP 2 with 1F1B; Qwen3 also TP 2 x CP 2), every run
-on the same global batch of packed documents that cross the CP chunk boundaries (float32, 2
+on the same global batch of packed documents that cross the CP chunk boundaries (float32, 4
 steps): the losses, gradient norms and validation losses equal the one process's (relative
 1e-5). The one process run is the baseline of all of a family's layouts, so a family is one test
 (every layout run even when an earlier one differs, each difference named). Qwen3's other
@@ -21,7 +21,7 @@ from launch import assert_close, curves, torchrun
 from test_context_parallel import TEXTS
 
 MODULE = "transformers_modeling_backend"
-STEPS = 2
+STEPS = 4
 # name: (the mesh the start-up line names, arguments); 2 processes but where PROCESSES says
 # otherwise, the global batch 2 rows.
 LAYOUTS = {

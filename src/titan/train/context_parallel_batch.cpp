@@ -33,8 +33,8 @@ data::Batch ContextParallelBatch::shard(const data::Batch& batch) const {
               batch.inputs.sizes());
   const int64_t rows = batch.inputs.size(0), length = batch.inputs.size(1);
   // Language-model rows are training.seq_len long; preference pairs are padded to their
-  // longest row, a multiple of the balancer's chunks (dpo_run.cpp), and split the same way
-  // (the attention lays out whatever length it gets).
+  // longest row, a multiple of the balancer's chunks (preference_options.cpp), and split the same
+  // way (the attention lays out whatever length it gets).
   const at::Tensor mine =
       length == shards_->seq_len()
           ? mine_

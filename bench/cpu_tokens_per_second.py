@@ -23,9 +23,11 @@ usage: build/python bench/cpu_tokens_per_second.py [--moe] [--steps 10] [--batch
            [--profile] [--bf16] [--baseline BIN] [--variant LABEL=ARGS] [--backend]
 """
 import argparse
+import atexit
 import json
 import os
 import shlex
+import shutil
 import signal
 import statistics
 import subprocess
@@ -79,6 +81,7 @@ def main():
         cfg = Qwen3Config(**common)
         model = Qwen3ForCausalLM(cfg)
     tmp = Path(tempfile.mkdtemp(prefix="titan-bench-"))
+    atexit.register(shutil.rmtree, tmp, ignore_errors=True)  # checkpoints: GiB at real shapes
     src = tmp / "model"
     model.save_pretrained(src)
     for f in ("tokenizer.json", "tokenizer_config.json"):

@@ -14,8 +14,10 @@
 usage: build/python bench/data_pipeline.py [--corpus FILE] [--repeats 3] [--steps 20]
 """
 import argparse
+import atexit
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import tempfile
@@ -74,6 +76,7 @@ def shard_ids(prefix):
 def tokenizer_table(args, texts, megabytes):
     titan, tok_dir = str(args.titan), str(args.tokenizer)
     work = Path(tempfile.mkdtemp(prefix="titan_bench_"))
+    atexit.register(shutil.rmtree, work, ignore_errors=True)
     one = work / "one.jsonl"
     one.write_text(json.dumps({"text": "x"}) + "\n")
     rows, titan_docs = [], None
@@ -147,6 +150,7 @@ def loader_wait(args):
     for name, config, data in cases:
         for prefetch in (0, 2):
             dump = Path(tempfile.mkdtemp(prefix="titan_wait_"))
+            atexit.register(shutil.rmtree, dump, ignore_errors=True)
             timed([str(args.titan), "train", "--module", "qwen3", "--config", config,
                    "--training.steps", str(args.steps), "--metrics.log_freq", "1",
                    "--training.local_batch_size", "4",
@@ -164,6 +168,7 @@ def big_corpus(args, texts):
     """A corpus of --big-mb MB (the corpus repeated, each copy's documents numbered so that no
     two are alike) through `titan tokenize` at every core, then 2 training steps on the shards."""
     work = Path(tempfile.mkdtemp(prefix="titan_big_"))
+    atexit.register(shutil.rmtree, work, ignore_errors=True)
     big = work / "big.jsonl"
     size, copy = 0, 0
     with open(big, "w", encoding="utf-8") as f:

@@ -9,6 +9,7 @@ usage: python3 bench/gpu_throughput.py --titan build-cuda/bin/titan [--steps 10]
            [--cases NAME,...] [--results bench/RESULTS.md]
 """
 import argparse
+import atexit
 import json
 import os
 import shutil
@@ -125,6 +126,7 @@ def main():
         kwargs, moe, batch, seq = CASES[name]
         cfg = make_config(kwargs, moe)
         tmp = Path(tempfile.mkdtemp(prefix="titan-gpu-"))
+        atexit.register(shutil.rmtree, tmp, ignore_errors=True)
         cfg.save_pretrained(tmp)
         for f in ("tokenizer.json", "tokenizer_config.json"):
             shutil.copy(REPO / "assets" / "qwen3-tokenizer" / f, tmp / f)

@@ -2,6 +2,7 @@
 helper that runs titan and returns its result."""
 import json
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -11,6 +12,46 @@ REPO = Path(__file__).resolve().parents[2]
 TITAN = Path(os.environ.get("TITAN_BIN", REPO / "build" / "bin" / "titan"))
 TOKENIZER_DIR = REPO / "assets" / "qwen3-tokenizer"
 CORPUS = REPO / "assets" / "corpus" / "python_stdlib.jsonl"
+
+
+# What a module- or class-scoped fixture writes (a reference run's checkpoints, a converted
+# Hugging Face folder) sits in pytest's base temporary folder, which pytest empties only when the
+# whole session ends: on a host with a few GiB of free disk the suite would fill it. Folders such a
+# fixture made with tmp_path_factory are deleted as soon as pytest tears the fixture down; the
+# value is gone by then anyway (pytest sets the fixture up again if a later test asks for it).
+_SHORT_LIVED_SCOPES = ("class", "module", "package")
+_fixtures_being_set_up = []
+_folders_made_by = {}
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_fixture_setup(fixturedef, request):
+    _fixtures_being_set_up.append(fixturedef)
+    try:
+        return (yield)
+    finally:
+        _fixtures_being_set_up.pop()
+
+
+def pytest_fixture_post_finalizer(fixturedef, request):
+    for folder in _folders_made_by.pop(fixturedef, []):
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _short_lived_temp_folders(tmp_path_factory):
+    make_folder = tmp_path_factory.mktemp
+
+    def mktemp(basename, numbered=True):
+        folder = make_folder(basename, numbered)
+        owner = _fixtures_being_set_up[-1] if _fixtures_being_set_up else None
+        if owner is not None and owner.scope in _SHORT_LIVED_SCOPES:
+            _folders_made_by.setdefault(owner, []).append(folder)
+        return folder
+
+    tmp_path_factory.mktemp = mktemp
+    yield
+    tmp_path_factory.mktemp = make_folder
 
 
 def run_titan(*args, check=True, env=None, timeout=600, input=None, cwd=None, umask=None):

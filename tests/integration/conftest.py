@@ -4,6 +4,8 @@ import json
 import os
 import shutil
 import subprocess
+import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -36,6 +38,19 @@ def pytest_fixture_setup(fixturedef, request):
 def pytest_fixture_post_finalizer(fixturedef, request):
     for folder in _folders_made_by.pop(fixturedef, []):
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def pytest_sessionstart(session):
+    # The suite's temporary folders peak near 9 GiB (two workers' checkpoints and reference
+    # runs): on a host with less free, tests fail with "No space left on device"; say so first.
+    # Only the controlling process speaks (a worker's base folder does not exist yet).
+    if hasattr(session.config, "workerinput"):
+        return
+    folder = session.config.option.basetemp or tempfile.gettempdir()
+    free_gib = shutil.disk_usage(folder).free / 2**30 if os.path.isdir(folder) else None
+    if free_gib is not None and free_gib < 10:
+        print(f"\nwarning: {folder} has {free_gib:.1f} GiB free; the integration tests' "
+              "temporary folders need about 9 GiB", file=sys.stderr)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -5,9 +5,9 @@ model.flavor auto, so the two differ only in model.name), the same global batch,
 process, TP 2 (sequence parallelism off on both sides), CP 2 on one row of --cp-seq tokens
 (with 1 process on that row beside it; cp2ac the same with full activation checkpointing on
 both sides, for machines where two ranks at 4k do not fit) and PP 2 (1F1B), each by torchrun
-(Gloo), the ranks sharing this machine's cores (OMP_NUM_THREADS = cores / ranks). The two models run in turn
-layout by layout (--rounds > 1 runs each again and keeps each side's median step and largest
-peak).
+(Gloo), the ranks sharing this machine's cores (OMP_NUM_THREADS = cores / ranks). The two
+models run in turn layout by layout (--rounds > 1 runs each again and keeps each side's median
+step and largest peak).
 
 For each run: the step time (median of the differences of metrics' elapsed_s after the first
 step), each rank's peak resident memory (VmHWM, sampled from /proc by context_parallel.py's
